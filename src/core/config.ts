@@ -1,0 +1,357 @@
+/**
+ * Configuration: the whole environment contract (interface §1, contract §2) parsed once
+ * into a frozen, typed object. Nothing else in plinth reads `process.env`.
+ *
+ * `parseConfig` is pure and synchronous: it validates syntax and throws `ConfigError`
+ * naming the variable. `resolveSecrets` then settles the JWT secret (generated once under
+ * DATA_DIR in development mode) and the anon / service-role keys, verifying keys given
+ * explicitly. `main.ts` prints `ConfigError.message` as one line and exits 1 before
+ * anything listens or migrates.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { SignJWT, jwtVerify } from 'jose';
+
+export class ConfigError extends Error {
+  readonly variable: string;
+  constructor(variable: string, problem: string) {
+    super(`invalid configuration: ${variable} ${problem}`);
+    this.variable = variable;
+  }
+}
+
+export type OAuthProviderName = 'google' | 'github' | 'apple' | 'microsoft' | 'oidc';
+
+export interface OAuthEndpoints {
+  authorizeUrl?: string;
+  tokenUrl?: string;
+  userinfoUrl?: string;
+  jwksUrl?: string;
+}
+
+export interface OAuthProviderConfig {
+  clientId: string;
+  clientSecret?: string;
+  /** apple only */
+  teamId?: string;
+  keyId?: string;
+  privateKey?: string;
+  /** oidc only */
+  issuerUrl?: string;
+  endpoints: OAuthEndpoints;
+}
+
+export interface Config {
+  siteUrl: string;
+  jwtSecret: string | null;
+  /** Raw ANON_KEY / SERVICE_ROLE_KEY when given explicitly (verified in resolveSecrets). */
+  anonKeyEnv: string | null;
+  serviceRoleKeyEnv: string | null;
+  anonymousRole: string;
+  requireEmailVerification: boolean;
+  allowAnonymousSignin: boolean;
+  authRateLimit: number;
+  anonymousRateLimit: number;
+  maxBatchOperations: number;
+  storageBackend: 'database' | 'disk';
+  storageDir: string;
+  enableSqlEndpoint: boolean;
+  enableDemoEndpoint: boolean;
+  requireAuthenticatedWs: boolean;
+  allowedOrigins: readonly string[];
+  allowPermissiveCors: boolean;
+  oauth: Readonly<Partial<Record<OAuthProviderName, OAuthProviderConfig>>>;
+  databaseUrl: string | null;
+  dataDir: string;
+  host: string;
+  port: number;
+  migrateOnStart: boolean;
+  accessTokenTtl: number;
+  refreshTokenTtl: number;
+  apiExternalUrl: string;
+  smtpUrl: string | null;
+  mailFrom: string;
+  trustProxy: boolean;
+  edgeRuntimeUrl: string | null;
+  functionsDir: string;
+  webhookTimeoutMs: number;
+  wsMaxConnections: number;
+  wsMaxConnectionsPerIp: number;
+  liveChannel: string;
+  dbPoolSize: number;
+  maxBodyBytes: number;
+  logLevel: string;
+  shadowDatabaseUrl: string | null;
+  rootDatabaseUrl: string | null;
+}
+
+/** Config plus the settled secrets: what the running service uses. */
+export interface RuntimeConfig extends Config {
+  secret: string;
+  /** true when JWT_SECRET was unset (development mode: no credential = anon). */
+  devMode: boolean;
+  anonKey: string;
+  serviceRoleKey: string;
+  /** true when SERVICE_ROLE_KEY was set explicitly (mounts /api/demo, §9). */
+  serviceRoleKeyExplicit: boolean;
+}
+
+type Env = Record<string, string | undefined>;
+
+const LOG_LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+const RESERVED_ROLES = new Set(['anon', 'authenticated', 'service_role']);
+
+function str(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v === '' ? undefined : v;
+}
+
+function bool(env: Env, name: string, dflt: boolean): boolean {
+  const v = str(env, name);
+  if (v === undefined) return dflt;
+  if (v === 'true') return true;
+  if (v === 'false') return false;
+  throw new ConfigError(name, 'must be exactly true or false');
+}
+
+function int(env: Env, name: string, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const v = str(env, name);
+  if (v === undefined) return dflt;
+  if (!/^\d+$/.test(v)) throw new ConfigError(name, `must be a whole number from ${min}`);
+  const n = Number(v);
+  if (n < min || n > max) throw new ConfigError(name, `must be a whole number from ${min} to ${max}`);
+  return n;
+}
+
+function isLoopbackHost(hostname: string): boolean {
+  const h = hostname.replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+function url(env: Env, name: string, opts: { protocols?: string[]; httpOnlyLoopback?: boolean } = {}): string | undefined {
+  const v = str(env, name);
+  if (v === undefined) return undefined;
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new ConfigError(name, 'is not a valid URL');
+  }
+  const protocols = opts.protocols ?? ['http:', 'https:'];
+  if (!protocols.includes(u.protocol)) throw new ConfigError(name, `must use ${protocols.map((p) => p.slice(0, -1)).join(' or ')}`);
+  if (opts.httpOnlyLoopback && u.protocol === 'http:' && !isLoopbackHost(u.hostname)) {
+    throw new ConfigError(name, 'may use http:// only for loopback hosts');
+  }
+  return v;
+}
+
+function origin(value: string, name: string): string {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    throw new ConfigError(name, `has an invalid origin "${value}"`);
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.origin !== value.replace(/\/$/, '')) {
+    throw new ConfigError(name, `has an invalid origin "${value}" (expected scheme://host[:port])`);
+  }
+  return u.origin;
+}
+
+function oauthProviders(env: Env): Partial<Record<OAuthProviderName, OAuthProviderConfig>> {
+  const out: Partial<Record<OAuthProviderName, OAuthProviderConfig>> = {};
+  const endpointOverrides = (prefix: string): OAuthEndpoints => ({
+    authorizeUrl: url(env, `${prefix}_AUTHORIZE_URL`, { httpOnlyLoopback: true }),
+    tokenUrl: url(env, `${prefix}_TOKEN_URL`, { httpOnlyLoopback: true }),
+    userinfoUrl: url(env, `${prefix}_USERINFO_URL`, { httpOnlyLoopback: true }),
+  });
+  for (const [name, prefix] of [['google', 'GOOGLE'], ['github', 'GITHUB'], ['microsoft', 'MICROSOFT']] as const) {
+    const endpoints = endpointOverrides(prefix);
+    const clientId = str(env, `${prefix}_CLIENT_ID`);
+    const clientSecret = str(env, `${prefix}_CLIENT_SECRET`);
+    if (clientId && clientSecret) out[name] = { clientId, clientSecret, endpoints };
+  }
+  const appleEndpoints: OAuthEndpoints = {
+    authorizeUrl: url(env, 'APPLE_AUTHORIZE_URL', { httpOnlyLoopback: true }),
+    tokenUrl: url(env, 'APPLE_TOKEN_URL', { httpOnlyLoopback: true }),
+    jwksUrl: url(env, 'APPLE_JWKS_URL', { httpOnlyLoopback: true }),
+  };
+  const apple = {
+    clientId: str(env, 'APPLE_CLIENT_ID'),
+    teamId: str(env, 'APPLE_TEAM_ID'),
+    keyId: str(env, 'APPLE_KEY_ID'),
+    privateKey: str(env, 'APPLE_PRIVATE_KEY'),
+  };
+  if (apple.clientId && apple.teamId && apple.keyId && apple.privateKey) {
+    if (!apple.privateKey.includes('-----BEGIN')) throw new ConfigError('APPLE_PRIVATE_KEY', 'must be a PEM private key');
+    out.apple = {
+      clientId: apple.clientId,
+      teamId: apple.teamId,
+      keyId: apple.keyId,
+      privateKey: apple.privateKey.replace(/\\n/g, '\n'),
+      endpoints: appleEndpoints,
+    };
+  }
+  const issuerUrl = url(env, 'OIDC_ISSUER_URL', { httpOnlyLoopback: true });
+  const oidcId = str(env, 'OIDC_CLIENT_ID');
+  const oidcSecret = str(env, 'OIDC_CLIENT_SECRET');
+  if (issuerUrl && oidcId && oidcSecret) out.oidc = { clientId: oidcId, clientSecret: oidcSecret, issuerUrl, endpoints: {} };
+  return out;
+}
+
+/** Parse and validate the environment. Throws ConfigError naming the first bad variable. */
+export function parseConfig(env: Env = process.env): Config {
+  const jwtSecret = str(env, 'JWT_SECRET') ?? null;
+  if (jwtSecret !== null && jwtSecret.length < 32) throw new ConfigError('JWT_SECRET', 'must be at least 32 characters');
+
+  const anonymousRole = str(env, 'ANONYMOUS_ROLE') ?? 'anonymous';
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(anonymousRole) || RESERVED_ROLES.has(anonymousRole)) {
+    throw new ConfigError('ANONYMOUS_ROLE', 'must be a lower-case identifier other than anon, authenticated and service_role');
+  }
+
+  const storageBackend = str(env, 'STORAGE_BACKEND') ?? 'database';
+  if (storageBackend !== 'database' && storageBackend !== 'disk') {
+    throw new ConfigError('STORAGE_BACKEND', 'must be database or disk');
+  }
+
+  const allowedOrigins = (str(env, 'ALLOWED_ORIGINS') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((o) => origin(o, 'ALLOWED_ORIGINS'));
+
+  const host = str(env, 'HOST') ?? '127.0.0.1';
+  const port = int(env, 'PORT', 8000, 0, 65535);
+  const publicHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
+  const dataDir = resolve(str(env, 'DATA_DIR') ?? './.data');
+
+  const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.has(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${[...LOG_LEVELS].join(', ')}`);
+
+  const liveChannel = str(env, 'LIVE_CHANNEL') ?? 'lqs';
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(liveChannel)) throw new ConfigError('LIVE_CHANNEL', 'must be a lower-case identifier');
+
+  const databaseUrl = url(env, 'DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null;
+
+  return Object.freeze({
+    siteUrl: (url(env, 'SITE_URL') ?? 'http://localhost:3000').replace(/\/$/, ''),
+    jwtSecret,
+    anonKeyEnv: str(env, 'ANON_KEY') ?? null,
+    serviceRoleKeyEnv: str(env, 'SERVICE_ROLE_KEY') ?? null,
+    anonymousRole,
+    requireEmailVerification: bool(env, 'REQUIRE_EMAIL_VERIFICATION', false),
+    allowAnonymousSignin: bool(env, 'ALLOW_ANONYMOUS_SIGNIN', false),
+    authRateLimit: int(env, 'AUTH_RATE_LIMIT', 30, 0),
+    anonymousRateLimit: int(env, 'ANONYMOUS_RATE_LIMIT', 30, 0),
+    maxBatchOperations: int(env, 'MAX_BATCH_OPERATIONS', 20, 1),
+    storageBackend,
+    storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),
+    enableSqlEndpoint: bool(env, 'ENABLE_SQL_ENDPOINT', false),
+    enableDemoEndpoint: bool(env, 'ENABLE_DEMO_ENDPOINT', false),
+    requireAuthenticatedWs: bool(env, 'REQUIRE_AUTHENTICATED_WS', false),
+    allowedOrigins: Object.freeze(allowedOrigins),
+    allowPermissiveCors: bool(env, 'ALLOW_PERMISSIVE_CORS', false),
+    oauth: Object.freeze(oauthProviders(env)),
+    databaseUrl,
+    dataDir,
+    host,
+    port,
+    migrateOnStart: bool(env, 'MIGRATE_ON_START', true),
+    accessTokenTtl: int(env, 'ACCESS_TOKEN_TTL', 3600, 1),
+    refreshTokenTtl: int(env, 'REFRESH_TOKEN_TTL', 2592000, 1),
+    apiExternalUrl: (url(env, 'API_EXTERNAL_URL') ?? `http://${publicHost}:${port}`).replace(/\/$/, ''),
+    smtpUrl: url(env, 'SMTP_URL', { protocols: ['smtp:', 'smtps:'] }) ?? null,
+    mailFrom: str(env, 'MAIL_FROM') ?? 'noreply@localhost',
+    trustProxy: bool(env, 'TRUST_PROXY', false),
+    edgeRuntimeUrl: url(env, 'EDGE_RUNTIME_URL')?.replace(/\/$/, '') ?? null,
+    functionsDir: resolve(str(env, 'FUNCTIONS_DIR') ?? './functions'),
+    webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10000, 1),
+    wsMaxConnections: int(env, 'WS_MAX_CONNECTIONS', 10000, 1),
+    wsMaxConnectionsPerIp: int(env, 'WS_MAX_CONNECTIONS_PER_IP', 100, 1),
+    liveChannel,
+    dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
+    maxBodyBytes: int(env, 'MAX_BODY_BYTES', 1048576, 1),
+    logLevel,
+    shadowDatabaseUrl: url(env, 'SHADOW_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
+    rootDatabaseUrl: url(env, 'ROOT_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
+  });
+}
+
+interface StoredSecret {
+  secret: string;
+  created_at: number;
+}
+
+/** Reads or creates a JSON file under DATA_DIR, mode 0600. */
+function readOrCreate<T>(file: string, create: () => T): T {
+  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as T;
+  mkdirSync(join(file, '..'), { recursive: true, mode: 0o700 });
+  const value = create();
+  writeFileSync(file, JSON.stringify(value, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
+  return value;
+}
+
+const TEN_YEARS = 10 * 365 * 24 * 3600;
+
+async function deriveKey(secret: string, role: 'anon' | 'service_role', iat: number): Promise<string> {
+  return new SignJWT({ role })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + TEN_YEARS)
+    .sign(new TextEncoder().encode(secret));
+}
+
+async function checkKey(secret: string, name: string, token: string, role: string): Promise<void> {
+  try {
+    const { payload } = await jwtVerify(token, new TextEncoder().encode(secret), { algorithms: ['HS256'] });
+    if (payload.role !== role) throw new Error('role');
+  } catch {
+    throw new ConfigError(name, `must be a JWT signed with JWT_SECRET whose role is ${role}`);
+  }
+}
+
+/**
+ * Settle the secret and keys. Development mode (no JWT_SECRET): a random secret is
+ * generated once and kept in DATA_DIR/jwt-secret.json. Derived keys use the secret's
+ * creation time as `iat`, so every start prints the same keys.
+ */
+export async function resolveSecrets(config: Config): Promise<RuntimeConfig> {
+  let secret: string;
+  let createdAt: number;
+  if (config.jwtSecret === null) {
+    if (config.anonKeyEnv !== null) throw new ConfigError('ANON_KEY', 'is set without JWT_SECRET');
+    if (config.serviceRoleKeyEnv !== null) throw new ConfigError('SERVICE_ROLE_KEY', 'is set without JWT_SECRET');
+    const stored = readOrCreate<StoredSecret>(join(config.dataDir, 'jwt-secret.json'), () => ({
+      secret: randomBytes(48).toString('base64url'),
+      created_at: Math.floor(Date.now() / 1000),
+    }));
+    secret = stored.secret;
+    createdAt = stored.created_at;
+  } else {
+    secret = config.jwtSecret;
+    // A given secret has no creation time of its own: remember when this data directory
+    // first saw it, so the derived keys stay the same from start to start.
+    const fingerprint = createHash('sha256').update(secret).digest('hex').slice(0, 16);
+    const file = join(config.dataDir, `keys-${fingerprint}.json`);
+    try {
+      createdAt = readOrCreate(file, () => ({ created_at: Math.floor(Date.now() / 1000) })).created_at;
+    } catch {
+      createdAt = 1767225600; // DATA_DIR not writable: a fixed epoch (2026-01-01) still gives stable keys
+    }
+  }
+  if (config.anonKeyEnv !== null) await checkKey(secret, 'ANON_KEY', config.anonKeyEnv, 'anon');
+  if (config.serviceRoleKeyEnv !== null) await checkKey(secret, 'SERVICE_ROLE_KEY', config.serviceRoleKeyEnv, 'service_role');
+  return Object.freeze({
+    ...config,
+    secret,
+    devMode: config.jwtSecret === null,
+    anonKey: config.anonKeyEnv ?? (await deriveKey(secret, 'anon', createdAt)),
+    serviceRoleKey: config.serviceRoleKeyEnv ?? (await deriveKey(secret, 'service_role', createdAt)),
+    serviceRoleKeyExplicit: config.serviceRoleKeyEnv !== null,
+  });
+}
+
+export async function loadConfig(env: Env = process.env): Promise<RuntimeConfig> {
+  return resolveSecrets(parseConfig(env));
+}

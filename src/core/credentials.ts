@@ -1,0 +1,130 @@
+/**
+ * Credentials → {role, claims} (interface §5.2–5.3, contract §3).
+ *
+ * - `Authorization: Bearer` first: the anon key, the service-role key or a user access
+ *   token. A bearer token that fails verification is 401 `invalid or expired token`,
+ *   whatever `apikey` says.
+ * - Then `apikey`, honoured only for a token whose role is `anon` or `service_role`.
+ * - A verified token whose role is not one of the four API roles is refused (401).
+ * - No credential: development mode (no JWT_SECRET) passes as anon; otherwise the
+ *   caller decides (REST and friends answer 401 `missing credentials`).
+ *
+ * Verified tokens are cached (bounded) so the hot path verifies each token once.
+ */
+import { jwtVerify, errors as joseErrors } from 'jose';
+import type { FastifyRequest } from 'fastify';
+import type { RuntimeConfig } from './config.ts';
+import type { RequestContext } from './db.ts';
+import { AppError, ERRORS } from './errors.ts';
+
+export interface Credential extends RequestContext {
+  /** The verified token; null for the development-mode pass-through. */
+  token: string | null;
+  /** `sub` claim: the user id, for user access tokens only. */
+  userId: string | null;
+  /** Seconds since the epoch at which the credential stops being valid. */
+  exp: number;
+}
+
+const CACHE_LIMIT = 10_000;
+
+export class Credentials {
+  readonly anonymous: Credential;
+  private readonly key: Uint8Array;
+  private readonly roles: ReadonlySet<string>;
+  private readonly devMode: boolean;
+  private readonly cache = new Map<string, Credential>();
+
+  constructor(config: RuntimeConfig) {
+    this.key = new TextEncoder().encode(config.secret);
+    this.roles = new Set(['anon', 'authenticated', 'service_role', config.anonymousRole]);
+    this.devMode = config.devMode;
+    this.anonymous = Object.freeze({
+      role: 'anon',
+      claims: '{"role":"anon"}',
+      claimsObject: Object.freeze({ role: 'anon' }),
+      token: null,
+      userId: null,
+      exp: Number.POSITIVE_INFINITY,
+    });
+  }
+
+  /** Verify a JWT; throws 401 `invalid or expired token`. */
+  async verify(token: string): Promise<Credential> {
+    const now = Date.now() / 1000;
+    const hit = this.cache.get(token);
+    if (hit !== undefined) {
+      if (hit.exp > now) return hit;
+      this.cache.delete(token);
+      throw ERRORS.invalidToken();
+    }
+    let payload: Record<string, unknown>;
+    try {
+      ({ payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'] }));
+    } catch (err) {
+      if (err instanceof joseErrors.JOSEError || err instanceof TypeError) throw new AppError(401, 'invalid or expired token', { cause: err });
+      throw err;
+    }
+    const role = payload.role;
+    if (typeof role !== 'string' || !this.roles.has(role)) throw ERRORS.invalidToken();
+    const sub = typeof payload.sub === 'string' ? payload.sub : null;
+    // The anon and service-role keys carry `role` alone: their claims are `{"role": …}` (contract §5).
+    let claimsObject: Record<string, unknown> = payload;
+    if (sub === null) {
+      const { iat: _iat, exp: _exp, ...rest } = payload;
+      claimsObject = rest;
+    }
+    const cred: Credential = Object.freeze({
+      role,
+      claims: JSON.stringify(claimsObject),
+      claimsObject: Object.freeze(claimsObject),
+      token,
+      userId: sub,
+      exp: typeof payload.exp === 'number' ? payload.exp : Number.POSITIVE_INFINITY,
+    });
+    if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
+    this.cache.set(token, cred);
+    return cred;
+  }
+
+  /** The credential a request carries, or null when it carries none. */
+  async fromHeaders(headers: FastifyRequest['headers']): Promise<Credential | null> {
+    const authorization = headers.authorization;
+    if (authorization !== undefined && authorization !== '') {
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+      if (!m) throw ERRORS.invalidToken();
+      return this.verify(m[1]);
+    }
+    const apikey = headers.apikey;
+    if (typeof apikey === 'string' && apikey !== '') {
+      const cred = await this.verify(apikey);
+      // apikey is honoured only for the anon and service-role keys (contract §3).
+      if (cred.role === 'anon' || cred.role === 'service_role') return cred;
+      throw ERRORS.invalidToken();
+    }
+    return null;
+  }
+
+  /** REST, RPC, batch, storage and functions: a credential, or anon in development mode. */
+  async api(req: FastifyRequest): Promise<Credential> {
+    const cred = await this.fromHeaders(req.headers);
+    if (cred !== null) return cred;
+    if (this.devMode) return this.anonymous;
+    throw ERRORS.missingCredentials();
+  }
+
+  /** Level JWT (`/auth/v1/user`, logout): a user access token with `sub`. */
+  async user(req: FastifyRequest): Promise<Credential & { userId: string }> {
+    const cred = await this.fromHeaders(req.headers);
+    if (cred === null || cred.userId === null) throw ERRORS.invalidToken();
+    return cred as Credential & { userId: string };
+  }
+
+  /** service_role endpoints: the service-role key (or any token whose role is service_role). */
+  async serviceRole(req: FastifyRequest): Promise<Credential> {
+    const cred = await this.fromHeaders(req.headers);
+    if (cred === null) throw ERRORS.missingCredentials();
+    if (cred.role !== 'service_role') throw ERRORS.serviceRoleRequired();
+    return cred;
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * Development-only endpoints (interface §4.10, contract §9), all service_role:
+ * - POST /api/sql, only with ENABLE_SQL_ENDPOINT=true: runs the text as the connecting
+ *   role in one transaction with the simple-query protocol (several statements allowed)
+ *   and answers the rows of the last statement.
+ * - POST /api/demo, mounted when ENABLE_DEMO_ENDPOINT=true or SERVICE_ROLE_KEY is set
+ *   explicitly: inserts, updates or deletes a row of public.demo_items.
+ * /api/catalog/refresh belongs to the REST area.
+ */
+import type { Area } from '../service.ts';
+import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
+
+interface SqlBody {
+  query: string;
+}
+
+interface DemoBody {
+  action: 'insert' | 'update' | 'delete';
+  id?: number;
+  title?: string;
+}
+
+const sqlSchema = {
+  type: 'object',
+  required: ['query'],
+  properties: { query: { type: 'string', minLength: 1 } },
+} as const;
+
+const demoSchema = {
+  type: 'object',
+  required: ['action'],
+  properties: {
+    action: { type: 'string', enum: ['insert', 'update', 'delete'] },
+    id: { type: 'integer', minimum: 1 },
+    title: { type: 'string', maxLength: 1000 },
+  },
+} as const;
+
+export const devArea: Area = {
+  name: 'dev',
+  register(app, { config, db, credentials }) {
+    if (config.enableSqlEndpoint) {
+      app.post<{ Body: SqlBody }>('/api/sql', { schema: { body: sqlSchema } }, async (req, reply) => {
+        await credentials.serviceRole(req);
+        if (req.body === undefined) throw ERRORS.invalidBody();
+        let result: unknown;
+        try {
+          result = await db.sql.begin((tx) => tx.unsafe(req.body.query, [], { prepare: false }).simple());
+        } catch (err) {
+          throw pgErrorToAppError(err);
+        }
+        // A multi-statement text answers one result per statement: keep the last.
+        const rows = Array.isArray(result) && result.length > 0 && Array.isArray(result[result.length - 1]) ? result[result.length - 1] : result;
+        return reply.send(Array.isArray(rows) ? [...rows] : []);
+      });
+    }
+
+    if (config.enableDemoEndpoint || config.serviceRoleKeyExplicit) {
+      app.post<{ Body: DemoBody }>('/api/demo', { schema: { body: demoSchema } }, async (req, reply) => {
+        await credentials.serviceRole(req);
+        const { action, id, title } = req.body ?? ({} as DemoBody);
+        if (req.body === undefined) throw ERRORS.invalidBody();
+        if (action !== 'insert' && id === undefined) throw ERRORS.invalidBody();
+        let rows;
+        try {
+          rows =
+            action === 'insert'
+              ? await db.sql`insert into public.demo_items (title) values (${title ?? ''}) returning *`
+              : action === 'update'
+                ? await db.sql`update public.demo_items set title = coalesce(${title ?? null}, title), updated_at = now() where id = ${id!} returning *`
+                : await db.sql`delete from public.demo_items where id = ${id!} returning *`;
+        } catch (err) {
+          throw pgErrorToAppError(err);
+        }
+        if (rows.length === 0) throw new AppError(404, 'not found');
+        return reply.send(rows[0]);
+      });
+    }
+  },
+};

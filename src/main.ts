@@ -1,0 +1,72 @@
+/**
+ * Boot: config → (embedded PostgreSQL) → migrations → HTTP + worker. Owns shutdown
+ * (contract §1): on SIGTERM/SIGINT stop accepting and drain, stop the worker, end the
+ * pools, stop the embedded server, exit 0.
+ */
+import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
+import { createLogger } from './core/log.ts';
+import { runAllMigrations } from './core/migrate.ts';
+import { checkDatabase } from './core/preflight.ts';
+import { startService, type Service } from './service.ts';
+import type { Embedded } from './core/embedded.ts';
+
+async function loadOrExit(): Promise<RuntimeConfig> {
+  try {
+    return await loadConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(err.message + '\n');
+      process.exit(1);
+    }
+    throw err;
+  }
+}
+
+const config = await loadOrExit();
+const log = createLogger(config.logLevel);
+
+let embedded: Embedded | null = null;
+let service: Service | null = null;
+let stopping = false;
+
+async function shutdown(signal: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  log.info({ signal }, 'shutting down');
+  try {
+    await service?.close();
+    await embedded?.stop();
+  } catch (err) {
+    log.error({ err }, 'shutdown failed');
+    process.exit(1);
+  }
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));
+
+try {
+  let databaseUrl = config.databaseUrl;
+  if (databaseUrl === null) {
+    const { startEmbedded } = await import('./core/embedded.ts');
+    embedded = await startEmbedded(config.dataDir, log);
+    databaseUrl = embedded.url;
+  }
+  if (config.migrateOnStart) await runAllMigrations(databaseUrl, config.anonymousRole, log);
+  await checkDatabase(databaseUrl, config.anonymousRole);
+  service = await startService(config, log, { databaseUrl });
+  const lines = [
+    `plinth listening on ${service.url}`,
+    ...(embedded ? [`DATABASE_URL=${databaseUrl}  (embedded PostgreSQL, data in ${config.dataDir})`] : []),
+    `ANON_KEY=${config.anonKey}`,
+    `SERVICE_ROLE_KEY=${config.serviceRoleKey}`,
+    ...(config.devMode ? [`development mode: JWT_SECRET is unset; a generated secret is kept in ${config.dataDir}`] : []),
+  ];
+  process.stdout.write(lines.join('\n') + '\n');
+} catch (err) {
+  log.fatal({ err }, 'start failed');
+  process.stderr.write(`start failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  await service?.close().catch(() => {});
+  await embedded?.stop().catch(() => {});
+  process.exit(1);
+}

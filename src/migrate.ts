@@ -1,0 +1,36 @@
+/**
+ * `npm run migrate`: run pending migrations alone (DBA-led operation), against
+ * DATABASE_URL or the embedded PostgreSQL.
+ */
+import { ConfigError, parseConfig } from './core/config.ts';
+import { createLogger } from './core/log.ts';
+import { runAllMigrations } from './core/migrate.ts';
+
+let config;
+try {
+  config = parseConfig(process.env);
+} catch (err) {
+  if (err instanceof ConfigError) {
+    process.stderr.write(err.message + '\n');
+    process.exit(1);
+  }
+  throw err;
+}
+const log = createLogger(config.logLevel);
+let stop = async () => {};
+try {
+  let url = config.databaseUrl;
+  if (url === null) {
+    const { startEmbedded } = await import('./core/embedded.ts');
+    const embedded = await startEmbedded(config.dataDir, log);
+    stop = embedded.stop;
+    url = embedded.url;
+  }
+  await runAllMigrations(url, config.anonymousRole, log);
+  process.stdout.write('migrations are up to date\n');
+  await stop();
+} catch (err) {
+  process.stderr.write(`migrate failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  await stop().catch(() => {});
+  process.exit(1);
+}

@@ -1,0 +1,54 @@
+/**
+ * graphile-worker inside the service process (design.md, Jobs): emails and webhook
+ * deliveries are jobs enqueued by SQL in the same transaction as their cause. Every
+ * instance runs a worker; jobs are taken once. Signals belong to main.ts.
+ */
+import pg from 'pg';
+import { run, type Runner, type TaskList } from 'graphile-worker';
+import type { Logger } from '../core/log.ts';
+import { workerLogger } from '../core/migrate.ts';
+
+export interface WorkerOptions {
+  databaseUrl: string;
+  tasks: TaskList;
+  log: Logger;
+  concurrency?: number;
+  maxPoolSize?: number;
+}
+
+export interface Worker {
+  stop(): Promise<void>;
+}
+
+export async function startWorker(opts: WorkerOptions): Promise<Worker> {
+  const pool = new pg.Pool({
+    connectionString: opts.databaseUrl,
+    max: opts.maxPoolSize ?? 4,
+    connectionTimeoutMillis: 5000,
+    application_name: 'plinth-worker',
+  });
+  // A lost connection must never crash the service: the worker retries by itself.
+  pool.on('error', (err) => opts.log.warn({ err }, 'worker pool connection lost'));
+  pool.on('connect', (client) => client.on('error', (err) => opts.log.warn({ err }, 'worker connection lost')));
+  let runner: Runner;
+  try {
+    runner = await run({
+      pgPool: pool,
+      taskList: opts.tasks,
+      concurrency: opts.concurrency ?? 4,
+      pollInterval: 250,
+      noHandleSignals: true,
+      logger: workerLogger(opts.log),
+    });
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw err;
+  }
+  runner.promise.catch((err: unknown) => opts.log.error({ err }, 'worker stopped'));
+  return {
+    async stop() {
+      await runner.stop().catch((err: unknown) => opts.log.warn({ err }, 'worker stop failed'));
+      await pool.end().catch(() => {});
+    },
+  };
+}
