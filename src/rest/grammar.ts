@@ -1,0 +1,945 @@
+/**
+ * PostgREST-style query grammar (interface §4.3, contract §8–§9) → AST.
+ *
+ * The parser knows nothing about the catalog: it checks syntax only. The compiler
+ * checks names against the schema cache (unknown → 400 `unknown column in request`)
+ * and turns the AST into SQL. User values never appear in the AST itself: each one is
+ * pushed onto a flat `values` array and nodes refer to it by slot index, so the SQL
+ * text depends only on the *shape* (see `shapeOf`) and values are bound as `$n`.
+ *
+ *   select   = [ item *( "," item ) ]            ; absent / empty / blank → "*"
+ *   item     = "*" | name [ "(" item *( "," item ) ")" ]   ; embed, ≤ 3 levels deep
+ *   name     = 1*( ALPHA / DIGIT / "_" / "$" / non-ASCII ) | quoted
+ *   quoted   = DQUOTE *( any-but-DQUOTE-or-"\" | "\" any ) DQUOTE
+ *
+ *   {column} = [ "not." ] op "." value           ; value = rest of the parameter, verbatim
+ *   op       = eq | neq | gt | gte | lt | lte    ; scalar
+ *            | like | ilike                      ; "*" → "%"
+ *            | is                                ; null | true | false | unknown (any case)
+ *            | in                                ; list
+ *            | cs | cd | ov                      ; "{…}" array literal, or "[…]"/"(…)" range literal
+ *            | sl | sr | nxl | nxr | adj         ; "[…]"/"(…)" range literal
+ *            | ( fts | plfts | phfts | wfts ) [ "(" lang ")" ]   ; lang = 1*( ALNUM / "_" )
+ *   list     = "(" [ elem *( "," elem ) ] ")"    ; elem = quoted | *( any-but-","-or-")" )
+ *
+ *   or / and / not.or / not.and = group
+ *   group    = "(" term *( "," term ) ")"
+ *   term     = [ "not." ] ( "and" | "or" ) group
+ *            | name "." [ "not." ] op "." gvalue
+ *   gvalue   = quoted | list (in) | "{…}" / "[…]" / "(…)" (cs cd ov and range ops)
+ *            | *( any-but-","-or-")" )          ; trimmed
+ *
+ *   order    = oterm *( "," oterm )              ; oterm = name [ ".asc" | ".desc" ] [ ".nullsfirst" | ".nullslast" ]
+ *   limit / offset = 1*DIGIT
+ *
+ * Everything is scanned left to right with an index over the input (no regexes, no
+ * splitting), so parsing is linear and allocates little beyond the AST itself.
+ * Whitespace is tolerated around select items, group terms, list elements and order terms.
+ */
+
+export const INVALID_REQUEST = 'invalid request';
+export const INVALID_EMBED = 'invalid embed in request';
+
+/** A syntax error in the query. `message` (= `publicMessage`) is what the client sees, with status 400. */
+export class GrammarError extends Error {
+  readonly status = 400;
+  readonly publicMessage: string;
+  constructor(publicMessage: string) {
+    super(publicMessage);
+    this.name = 'GrammarError';
+    this.publicMessage = publicMessage;
+  }
+}
+
+/** Embeds may nest this many levels below the top-level table. */
+export const MAX_EMBED_DEPTH = 3;
+/** Nesting limit for and()/or() groups (guards the recursion; not part of the contract). */
+export const MAX_LOGIC_DEPTH = 32;
+
+// ---------------------------------------------------------------------------
+// AST
+// ---------------------------------------------------------------------------
+
+/** A bound value: a scalar as text, or (for `in`) a list bound as one text[] parameter. */
+export type Value = string | string[];
+
+export type SelectItem =
+  | { readonly kind: 'star' }
+  | { readonly kind: 'column'; readonly name: string }
+  | { readonly kind: 'embed'; readonly relation: string; readonly select: SelectNode };
+
+export interface SelectNode {
+  readonly items: readonly SelectItem[];
+}
+
+/** Comparison / pattern / array / range operators: `column <sqlop> $slot`. */
+export type BinaryOp =
+  | 'eq'
+  | 'neq'
+  | 'gt'
+  | 'gte'
+  | 'lt'
+  | 'lte'
+  | 'like'
+  | 'ilike'
+  | 'cs'
+  | 'cd'
+  | 'ov'
+  | 'sl'
+  | 'sr'
+  | 'nxl'
+  | 'nxr'
+  | 'adj';
+export type FtsOp = 'fts' | 'plfts' | 'phfts' | 'wfts';
+export type IsValue = 'null' | 'true' | 'false' | 'unknown';
+export type FilterOp = BinaryOp | FtsOp | 'in' | 'is';
+
+interface FilterCommon {
+  readonly kind: 'filter';
+  /** As written; may be anything (e.g. `relation.column`): the compiler checks it. */
+  readonly column: string;
+  /** `not.` prefix: wrap the predicate in NOT (…). */
+  readonly negated: boolean;
+}
+/** `values[slot]` is a string (like/ilike already have `*` → `%`). */
+export interface BinaryFilter extends FilterCommon {
+  readonly op: BinaryOp;
+  readonly slot: number;
+}
+/** `values[slot]` is a string[]; compile as `column = any($slot)` (empty list → false). */
+export interface InFilter extends FilterCommon {
+  readonly op: 'in';
+  readonly slot: number;
+}
+/** No value slot: IS NULL / TRUE / FALSE / UNKNOWN is part of the shape. */
+export interface IsFilter extends FilterCommon {
+  readonly op: 'is';
+  readonly value: IsValue;
+}
+/** `values[slot]` is the query text; `langSlot`, when not null, is the regconfig name. */
+export interface FtsFilter extends FilterCommon {
+  readonly op: FtsOp;
+  readonly slot: number;
+  readonly langSlot: number | null;
+}
+export type FilterNode = BinaryFilter | InFilter | IsFilter | FtsFilter;
+
+export interface LogicNode {
+  readonly kind: 'logic';
+  readonly op: 'and' | 'or';
+  readonly negated: boolean;
+  /** Never empty. */
+  readonly children: readonly (FilterNode | LogicNode)[];
+}
+
+export interface OrderTerm {
+  readonly column: string;
+  readonly direction: 'asc' | 'desc';
+  /** null: PostgreSQL's default for the direction. */
+  readonly nulls: 'first' | 'last' | null;
+}
+
+export interface ParsedQuery {
+  readonly select: SelectNode;
+  /** Top-level column filters, in parameter order; all ANDed. */
+  readonly filters: FilterNode[];
+  /** `or` / `and` / `not.or` / `not.and` groups, in parameter order; ANDed with the filters. */
+  readonly logic: LogicNode[];
+  readonly order: OrderTerm[];
+  readonly limit: number | null;
+  readonly offset: number | null;
+  /**
+   * Bound values, slot-indexed. Slots are assigned filters first, then logic groups,
+   * each depth-first left to right (fts: term, then language), so two queries with
+   * the same `shapeOf` have the same slot layout and the same `values.length`.
+   */
+  readonly values: Value[];
+}
+
+export interface Prefer {
+  readonly returnMinimal: boolean;
+  readonly count: 'exact' | 'planned' | 'estimated' | null;
+}
+
+/** SQL operator for each binary operator (for the compiler's convenience). */
+export const SQL_BINARY_OPS: Readonly<Record<BinaryOp, string>> = Object.freeze({
+  eq: '=',
+  neq: '<>',
+  gt: '>',
+  gte: '>=',
+  lt: '<',
+  lte: '<=',
+  like: 'like',
+  ilike: 'ilike',
+  cs: '@>',
+  cd: '<@',
+  ov: '&&',
+  sl: '<<',
+  sr: '>>',
+  nxl: '&<',
+  nxr: '&>',
+  adj: '-|-',
+});
+
+/** tsquery constructor for each full-text operator. */
+export const SQL_FTS_FUNCS: Readonly<Record<FtsOp, string>> = Object.freeze({
+  fts: 'to_tsquery',
+  plfts: 'plainto_tsquery',
+  phfts: 'phraseto_tsquery',
+  wfts: 'websearch_to_tsquery',
+});
+
+/** The select used when `select` is absent or blank. Shared and frozen: do not mutate. */
+export const STAR_SELECT: SelectNode = Object.freeze({
+  items: Object.freeze([Object.freeze({ kind: 'star' as const })]),
+});
+
+// ---------------------------------------------------------------------------
+// Scanner helpers
+// ---------------------------------------------------------------------------
+
+const C_TAB = 9;
+const C_LF = 10;
+const C_CR = 13;
+const C_SPACE = 32;
+const C_DQUOTE = 34;
+const C_DOLLAR = 36;
+const C_LPAREN = 40;
+const C_RPAREN = 41;
+const C_STAR = 42;
+const C_COMMA = 44;
+const C_DOT = 46;
+const C_0 = 48;
+const C_9 = 57;
+const C_A = 65;
+const C_Z = 90;
+const C_LBRACKET = 91;
+const C_BACKSLASH = 92;
+const C_RBRACKET = 93;
+const C_UNDERSCORE = 95;
+const C_a = 97;
+const C_z = 122;
+const C_LBRACE = 123;
+const C_RBRACE = 125;
+
+function invalid(): GrammarError {
+  return new GrammarError(INVALID_REQUEST);
+}
+function invalidEmbed(): GrammarError {
+  return new GrammarError(INVALID_EMBED);
+}
+
+function isWs(c: number): boolean {
+  return c === C_SPACE || c === C_TAB || c === C_LF || c === C_CR;
+}
+function isIdentChar(c: number): boolean {
+  return (
+    (c >= C_a && c <= C_z) ||
+    (c >= C_A && c <= C_Z) ||
+    (c >= C_0 && c <= C_9) ||
+    c === C_UNDERSCORE ||
+    c === C_DOLLAR ||
+    c >= 0x80
+  );
+}
+function isLower(c: number): boolean {
+  return c >= C_a && c <= C_z;
+}
+
+/** Mutable scan position over one input string. One per parse call. */
+interface Cursor {
+  readonly s: string;
+  i: number;
+}
+
+function skipWs(c: Cursor): void {
+  const s = c.s;
+  let i = c.i;
+  while (i < s.length && isWs(s.charCodeAt(i))) i++;
+  c.i = i;
+}
+
+/** Trims whitespace of s[from, to) and returns the slice. */
+function sliceTrim(s: string, from: number, to: number): string {
+  while (from < to && isWs(s.charCodeAt(from))) from++;
+  while (to > from && isWs(s.charCodeAt(to - 1))) to--;
+  return s.slice(from, to);
+}
+
+/** At a `"`: reads a quoted string with `\x` → `x` escapes; leaves c.i after the closing quote. */
+function readQuoted(c: Cursor): string {
+  const s = c.s;
+  let i = c.i + 1;
+  let start = i;
+  let out = '';
+  for (;;) {
+    if (i >= s.length) throw invalid();
+    const ch = s.charCodeAt(i);
+    if (ch === C_DQUOTE) break;
+    if (ch === C_BACKSLASH) {
+      if (i + 1 >= s.length) throw invalid();
+      out += s.slice(start, i);
+      start = i + 1; // the escaped char is kept literally
+      i += 2;
+      continue;
+    }
+    i++;
+  }
+  c.i = i + 1;
+  return out + s.slice(start, i);
+}
+
+/** Reads an identifier (bare or quoted). Returns '' when none starts at c.i. */
+function readName(c: Cursor): string {
+  const s = c.s;
+  const start = c.i;
+  if (s.charCodeAt(start) === C_DQUOTE) {
+    const name = readQuoted(c);
+    if (name === '') throw invalid();
+    return name;
+  }
+  let i = start;
+  while (i < s.length && isIdentChar(s.charCodeAt(i))) i++;
+  c.i = i;
+  return s.slice(start, i);
+}
+
+/** Reads [a-z]*; returns '' when none. */
+function readWord(c: Cursor): string {
+  const s = c.s;
+  const start = c.i;
+  let i = start;
+  while (i < s.length && isLower(s.charCodeAt(i))) i++;
+  c.i = i;
+  return s.slice(start, i);
+}
+
+// ---------------------------------------------------------------------------
+// select
+// ---------------------------------------------------------------------------
+
+/**
+ * Parses the `select` parameter. Absent, empty or blank → `STAR_SELECT`.
+ * Embed errors (depth > 3, `rel(count)`, `rel()`, unbalanced parens) → `invalid embed in request`;
+ * other syntax errors → `invalid request`.
+ */
+export function parseSelect(select: string | undefined | null): SelectNode {
+  if (select == null) return STAR_SELECT;
+  const c: Cursor = { s: select, i: 0 };
+  skipWs(c);
+  if (c.i === select.length) return STAR_SELECT;
+  const node = parseSelectList(c, 0);
+  // parseSelectList at depth 0 stops only at end of input or a stray ')'.
+  if (c.i < select.length) throw invalidEmbed();
+  return node;
+}
+
+/** Parses items up to end of input (depth 0) or the closing ')' (depth > 0, left unconsumed). */
+function parseSelectList(c: Cursor, depth: number): SelectNode {
+  const s = c.s;
+  const items: SelectItem[] = [];
+  for (;;) {
+    skipWs(c);
+    items.push(parseSelectItem(c, depth));
+    skipWs(c);
+    if (c.i >= s.length) {
+      if (depth > 0) throw invalidEmbed(); // unclosed '('
+      break;
+    }
+    const ch = s.charCodeAt(c.i);
+    if (ch === C_COMMA) {
+      c.i++;
+      continue;
+    }
+    if (ch === C_RPAREN) break; // end of embed, or a stray ')' at depth 0 (caller rejects)
+    if (ch === C_LPAREN) throw invalidEmbed(); // `*(id)`
+    throw invalid();
+  }
+  return { items };
+}
+
+function parseSelectItem(c: Cursor, depth: number): SelectItem {
+  const s = c.s;
+  const ch = s.charCodeAt(c.i);
+  if (ch === C_STAR) {
+    c.i++;
+    return STAR_SELECT.items[0];
+  }
+  if (ch === C_LPAREN || ch === C_RPAREN) throw invalidEmbed(); // `(id)`, `a,)`
+  const name = readName(c);
+  if (name === '') throw invalid(); // empty item or a character that cannot start a name
+  skipWs(c);
+  if (s.charCodeAt(c.i) !== C_LPAREN) return { kind: 'column', name };
+  // Embed.
+  if (depth + 1 > MAX_EMBED_DEPTH) throw invalidEmbed();
+  c.i++;
+  skipWs(c);
+  if (c.i >= s.length || s.charCodeAt(c.i) === C_RPAREN) throw invalidEmbed(); // `rel(` / `rel()`
+  const inner = parseSelectList(c, depth + 1);
+  c.i++; // the ')' parseSelectList stopped at
+  if (inner.items.length === 1) {
+    const only = inner.items[0];
+    if (only.kind === 'column' && only.name === 'count') throw invalidEmbed(); // `rel(count)`
+  }
+  return { kind: 'embed', relation: name, select: inner };
+}
+
+// ---------------------------------------------------------------------------
+// filters
+// ---------------------------------------------------------------------------
+
+// Operator classes (internal).
+const K_CMP = 1; // eq neq gt gte lt lte
+const K_LIKE = 2; // like ilike
+const K_ARRAY = 3; // cs cd ov
+const K_RANGE = 4; // sl sr nxl nxr adj
+const K_IS = 5;
+const K_IN = 6;
+const K_FTS = 7;
+
+function opClass(op: string): number {
+  switch (op) {
+    case 'eq':
+    case 'neq':
+    case 'gt':
+    case 'gte':
+    case 'lt':
+    case 'lte':
+      return K_CMP;
+    case 'like':
+    case 'ilike':
+      return K_LIKE;
+    case 'cs':
+    case 'cd':
+    case 'ov':
+      return K_ARRAY;
+    case 'sl':
+    case 'sr':
+    case 'nxl':
+    case 'nxr':
+    case 'adj':
+      return K_RANGE;
+    case 'is':
+      return K_IS;
+    case 'in':
+      return K_IN;
+    case 'fts':
+    case 'plfts':
+    case 'phfts':
+    case 'wfts':
+      return K_FTS;
+    default:
+      return 0;
+  }
+}
+
+/** Result of scanning `[not.]op[(lang)].` — kept in a reusable scratch object. */
+interface OpHead {
+  negated: boolean;
+  op: string;
+  kind: number;
+  lang: string | null;
+}
+
+/** Scans `[not.]op[(lang)].` at c.i; leaves c.i at the first char of the value. */
+function readOpHead(c: Cursor, head: OpHead): void {
+  const s = c.s;
+  let word = readWord(c);
+  head.negated = false;
+  if (word === 'not' && s.charCodeAt(c.i) === C_DOT) {
+    head.negated = true;
+    c.i++;
+    word = readWord(c);
+  }
+  const kind = opClass(word);
+  if (kind === 0) throw invalid();
+  head.op = word;
+  head.kind = kind;
+  head.lang = null;
+  if (kind === K_FTS && s.charCodeAt(c.i) === C_LPAREN) {
+    const start = ++c.i;
+    let i = start;
+    for (;;) {
+      const ch = s.charCodeAt(i);
+      if (isLower(ch) || (ch >= C_A && ch <= C_Z) || (ch >= C_0 && ch <= C_9) || ch === C_UNDERSCORE) i++;
+      else break;
+    }
+    if (i === start || s.charCodeAt(i) !== C_RPAREN) throw invalid();
+    head.lang = s.slice(start, i);
+    c.i = i + 1;
+  }
+  if (s.charCodeAt(c.i) !== C_DOT) throw invalid();
+  c.i++;
+}
+
+/** Parses an `in` list at c.i (which must be at '('); leaves c.i after the ')'. */
+function readList(c: Cursor): string[] {
+  const s = c.s;
+  if (s.charCodeAt(c.i) !== C_LPAREN) throw invalid();
+  c.i++;
+  const items: string[] = [];
+  skipWs(c);
+  if (s.charCodeAt(c.i) === C_RPAREN) {
+    c.i++;
+    return items;
+  }
+  for (;;) {
+    skipWs(c);
+    if (s.charCodeAt(c.i) === C_DQUOTE) {
+      items.push(readQuoted(c));
+      skipWs(c);
+    } else {
+      const start = c.i;
+      let i = start;
+      while (i < s.length) {
+        const ch = s.charCodeAt(i);
+        if (ch === C_COMMA || ch === C_RPAREN) break;
+        i++;
+      }
+      items.push(sliceTrim(s, start, i));
+      c.i = i;
+    }
+    const ch = s.charCodeAt(c.i);
+    if (ch === C_COMMA) {
+      c.i++;
+      continue;
+    }
+    if (ch === C_RPAREN) {
+      c.i++;
+      return items;
+    }
+    throw invalid(); // end of input inside the list, or junk after a quoted element
+  }
+}
+
+function isRangeLiteral(v: string): boolean {
+  const n = v.length;
+  if (n < 2) return false;
+  const a = v.charCodeAt(0);
+  const b = v.charCodeAt(n - 1);
+  return (a === C_LBRACKET || a === C_LPAREN) && (b === C_RBRACKET || b === C_RPAREN);
+}
+function isArrayLiteral(v: string): boolean {
+  const n = v.length;
+  return n >= 2 && v.charCodeAt(0) === C_LBRACE && v.charCodeAt(n - 1) === C_RBRACE;
+}
+
+function isValueOf(v: string): IsValue {
+  switch (v.length <= 7 ? v.toLowerCase() : '') {
+    case 'null':
+      return 'null';
+    case 'true':
+      return 'true';
+    case 'false':
+      return 'false';
+    case 'unknown':
+      return 'unknown';
+    default:
+      throw invalid();
+  }
+}
+
+/** Builds the node for a scalar-valued operator (everything but `in`), pushing its value(s). */
+function makeFilter(column: string, head: OpHead, value: string, values: Value[]): FilterNode {
+  const negated = head.negated;
+  switch (head.kind) {
+    case K_IS:
+      return { kind: 'filter', column, negated, op: 'is', value: isValueOf(value) };
+    case K_FTS: {
+      const slot = values.push(value) - 1;
+      const langSlot = head.lang === null ? null : values.push(head.lang) - 1;
+      return { kind: 'filter', column, negated, op: head.op as FtsOp, slot, langSlot };
+    }
+    case K_LIKE:
+      if (value.indexOf('*') >= 0) value = value.replaceAll('*', '%');
+      break;
+    case K_ARRAY:
+      if (!isArrayLiteral(value) && !isRangeLiteral(value)) throw invalid();
+      break;
+    case K_RANGE:
+      if (!isRangeLiteral(value)) throw invalid();
+      break;
+  }
+  return { kind: 'filter', column, negated, op: head.op as BinaryOp, slot: values.push(value) - 1 };
+}
+
+/**
+ * Parses one column filter `{column}={raw}`, raw = `[not.]op.value`. The value is
+ * everything after `op.`, verbatim (top-level values are not unquoted; `in` lists are).
+ * Value(s) are pushed onto `values`; pass the query's array.
+ */
+export function parseFilter(column: string, raw: string, values: Value[] = []): FilterNode {
+  const c: Cursor = { s: raw, i: 0 };
+  const head: OpHead = { negated: false, op: '', kind: 0, lang: null };
+  readOpHead(c, head);
+  if (head.kind === K_IN) {
+    const list = readList(c);
+    skipWs(c);
+    if (c.i !== raw.length) throw invalid();
+    return { kind: 'filter', column, negated: head.negated, op: 'in', slot: values.push(list) - 1 };
+  }
+  return makeFilter(column, head, raw.slice(c.i), values);
+}
+
+// ---------------------------------------------------------------------------
+// or / and groups
+// ---------------------------------------------------------------------------
+
+/**
+ * Parses an `or=(…)` / `and=(…)` parameter value (`negated` for `not.or` / `not.and`).
+ * Value(s) are pushed onto `values`; pass the query's array.
+ */
+export function parseLogic(
+  kind: 'or' | 'and',
+  raw: string,
+  negated: boolean = false,
+  values: Value[] = [],
+): LogicNode {
+  const c: Cursor = { s: raw, i: 0 };
+  const head: OpHead = { negated: false, op: '', kind: 0, lang: null };
+  skipWs(c);
+  if (raw.charCodeAt(c.i) !== C_LPAREN) throw invalid();
+  c.i++;
+  const node = parseGroup(c, kind, negated, 1, head, values);
+  skipWs(c);
+  if (c.i !== raw.length) throw invalid();
+  return node;
+}
+
+/** c.i is just after the group's '('; leaves c.i after its ')'. */
+function parseGroup(
+  c: Cursor,
+  op: 'and' | 'or',
+  negated: boolean,
+  depth: number,
+  head: OpHead,
+  values: Value[],
+): LogicNode {
+  if (depth > MAX_LOGIC_DEPTH) throw invalid();
+  const s = c.s;
+  const children: (FilterNode | LogicNode)[] = [];
+  for (;;) {
+    skipWs(c);
+    children.push(parseTerm(c, depth, head, values));
+    skipWs(c);
+    const ch = s.charCodeAt(c.i);
+    if (ch === C_COMMA) {
+      c.i++;
+      continue;
+    }
+    if (ch === C_RPAREN) {
+      c.i++;
+      return { kind: 'logic', op, negated, children };
+    }
+    throw invalid();
+  }
+}
+
+/** If `and(` / `or(` starts at c.i (whitespace before '(' allowed), consumes through '(' and returns the op. */
+function tryGroupOpen(c: Cursor): 'and' | 'or' | null {
+  const s = c.s;
+  const save = c.i;
+  const w = readWord(c);
+  if (w === 'and' || w === 'or') {
+    skipWs(c);
+    if (s.charCodeAt(c.i) === C_LPAREN) {
+      c.i++;
+      return w;
+    }
+  }
+  c.i = save;
+  return null;
+}
+
+function parseTerm(c: Cursor, depth: number, head: OpHead, values: Value[]): FilterNode | LogicNode {
+  const s = c.s;
+  // Nested group: [not.](and|or)(…). A column may still be called `not`, `and` or `or`.
+  const start = c.i;
+  let negated = false;
+  if (s.startsWith('not.', start)) {
+    c.i += 4;
+    negated = true;
+  }
+  const g = tryGroupOpen(c);
+  if (g !== null) return parseGroup(c, g, negated, depth + 1, head, values);
+  c.i = start;
+
+  const column = readName(c);
+  if (column === '' || s.charCodeAt(c.i) !== C_DOT) throw invalid();
+  c.i++;
+  readOpHead(c, head);
+  if (head.kind === K_IN) {
+    skipWs(c);
+    const list = readList(c);
+    return { kind: 'filter', column, negated: head.negated, op: 'in', slot: values.push(list) - 1 };
+  }
+  return makeFilter(column, head, readGroupValue(c, head.kind), values);
+}
+
+/** Reads a term's value up to (not including) the ',' or ')' that ends the term. */
+function readGroupValue(c: Cursor, kind: number): string {
+  const s = c.s;
+  skipWs(c);
+  const start = c.i;
+  const first = s.charCodeAt(start);
+  if (first === C_DQUOTE) return readQuoted(c);
+  if (first === C_LBRACE) {
+    // {…} (array or JSON literal) with nested braces and quoted elements, for any operator.
+    let depth = 0;
+    let i = start;
+    for (;;) {
+      if (i >= s.length) throw invalid();
+      const ch = s.charCodeAt(i);
+      if (ch === C_DQUOTE) {
+        c.i = i;
+        readQuoted(c);
+        i = c.i;
+        continue;
+      }
+      i++;
+      if (ch === C_LBRACE) depth++;
+      else if (ch === C_RBRACE && --depth === 0) break;
+    }
+    c.i = i;
+    return s.slice(start, i);
+  }
+  if ((kind === K_ARRAY || kind === K_RANGE) && (first === C_LBRACKET || first === C_LPAREN)) {
+    // Range literal: up to the first ']' or ')' outside quotes.
+    let i = start + 1;
+    for (;;) {
+      if (i >= s.length) throw invalid();
+      const ch = s.charCodeAt(i);
+      if (ch === C_DQUOTE) {
+        c.i = i;
+        readQuoted(c);
+        i = c.i;
+        continue;
+      }
+      i++;
+      if (ch === C_RBRACKET || ch === C_RPAREN) break;
+    }
+    c.i = i;
+    return s.slice(start, i);
+  }
+  let i = start;
+  while (i < s.length) {
+    const ch = s.charCodeAt(i);
+    if (ch === C_COMMA || ch === C_RPAREN) break;
+    i++;
+  }
+  c.i = i;
+  return sliceTrim(s, start, i);
+}
+
+// ---------------------------------------------------------------------------
+// order, limit, offset, Prefer
+// ---------------------------------------------------------------------------
+
+/** Parses `order`: `col[.asc|.desc][.nullsfirst|.nullslast]`, comma-separated. Blank → []. */
+export function parseOrder(raw: string): OrderTerm[] {
+  const c: Cursor = { s: raw, i: 0 };
+  const terms: OrderTerm[] = [];
+  skipWs(c);
+  if (c.i === raw.length) return terms;
+  for (;;) {
+    skipWs(c);
+    const column = readName(c);
+    if (column === '') throw invalid();
+    let direction: 'asc' | 'desc' = 'asc';
+    let nulls: 'first' | 'last' | null = null;
+    let seenDir = false;
+    while (raw.charCodeAt(c.i) === C_DOT) {
+      c.i++;
+      const w = readWord(c);
+      if (!seenDir && nulls === null && (w === 'asc' || w === 'desc')) {
+        direction = w;
+        seenDir = true;
+      } else if (nulls === null && w === 'nullsfirst') nulls = 'first';
+      else if (nulls === null && w === 'nullslast') nulls = 'last';
+      else throw invalid();
+    }
+    terms.push({ column, direction, nulls });
+    skipWs(c);
+    if (c.i === raw.length) return terms;
+    if (raw.charCodeAt(c.i) !== C_COMMA) throw invalid();
+    c.i++;
+  }
+}
+
+/** Parses `limit` / `offset`: a non-negative decimal integer (≤ 2^53 − 1). */
+export function parseLimitOffset(raw: string): number {
+  const n = raw.length;
+  if (n === 0 || n > 16) throw invalid();
+  let v = 0;
+  for (let i = 0; i < n; i++) {
+    const ch = raw.charCodeAt(i);
+    if (ch < C_0 || ch > C_9) throw invalid();
+    v = v * 10 + (ch - C_0);
+  }
+  if (!Number.isSafeInteger(v)) throw invalid();
+  return v;
+}
+
+/**
+ * Parses the `Prefer` header(s): `return=minimal|representation`, `count=exact|planned|estimated`.
+ * Tokens are comma-separated, case-insensitive; unknown tokens are ignored. Later tokens win.
+ */
+export function parsePrefer(header: string | readonly string[] | undefined | null): Prefer {
+  let returnMinimal = false;
+  let count: Prefer['count'] = null;
+  if (header == null) return { returnMinimal, count };
+  const h = typeof header === 'string' ? header : header.join(',');
+  const n = h.length;
+  let start = 0;
+  while (start <= n) {
+    // One token: start … end (the next ',' or the end); key=value, optional ';params' ignored.
+    let eq = -1;
+    let semi = -1;
+    let end = start;
+    for (; end < n; end++) {
+      const ch = h.charCodeAt(end);
+      if (ch === C_COMMA) break;
+      if (ch === 61 /* = */ && eq < 0 && semi < 0) eq = end;
+      else if (ch === 59 /* ; */ && semi < 0) semi = end;
+    }
+    if (eq >= 0) {
+      const key = sliceTrim(h, start, eq).toLowerCase();
+      const val = sliceTrim(h, eq + 1, semi < 0 ? end : semi).toLowerCase();
+      if (key === 'return') {
+        if (val === 'minimal') returnMinimal = true;
+        else if (val === 'representation') returnMinimal = false;
+      } else if (key === 'count') {
+        if (val === 'exact' || val === 'planned' || val === 'estimated') count = val;
+      }
+    }
+    start = end + 1;
+  }
+  return { returnMinimal, count };
+}
+
+// ---------------------------------------------------------------------------
+// whole query
+// ---------------------------------------------------------------------------
+
+/**
+ * Walks the query parameters once. `select`, `order`, `limit`, `offset` may appear at
+ * most once (a repeat is `invalid request`); `or`, `and`, `not.or`, `not.and` and
+ * column filters may repeat (all ANDed); `on_conflict` and `columns` are ignored.
+ * Every other key is a column filter on a column of that exact name.
+ */
+export function parseQuery(
+  params: URLSearchParams | Iterable<readonly [string, string]> | string,
+): ParsedQuery {
+  const it: Iterable<readonly [string, string]> = typeof params === 'string' ? new URLSearchParams(params) : params;
+  let select: SelectNode | null = null;
+  let order: OrderTerm[] | null = null;
+  let limit: number | null = null;
+  let offset: number | null = null;
+  const filters: FilterNode[] = [];
+  const values: Value[] = [];
+  // Groups are parsed after the filters so slot numbering depends on shape only.
+  let pendingLogic: string[] | null = null; // key, value, key, value, …
+
+  for (const [key, value] of it) {
+    switch (key) {
+      case 'select':
+        if (select !== null) throw invalid();
+        select = parseSelect(value);
+        break;
+      case 'order':
+        if (order !== null) throw invalid();
+        order = parseOrder(value);
+        break;
+      case 'limit':
+        if (limit !== null) throw invalid();
+        limit = parseLimitOffset(value);
+        break;
+      case 'offset':
+        if (offset !== null) throw invalid();
+        offset = parseLimitOffset(value);
+        break;
+      case 'or':
+      case 'and':
+      case 'not.or':
+      case 'not.and':
+        (pendingLogic ??= []).push(key, value);
+        break;
+      case 'on_conflict':
+      case 'columns':
+        break;
+      default:
+        filters.push(parseFilter(key, value, values));
+    }
+  }
+
+  const logic: LogicNode[] = [];
+  if (pendingLogic !== null) {
+    for (let i = 0; i < pendingLogic.length; i += 2) {
+      const key = pendingLogic[i];
+      const negated = key === 'not.or' || key === 'not.and';
+      const kind = key === 'or' || key === 'not.or' ? 'or' : 'and';
+      logic.push(parseLogic(kind, pendingLogic[i + 1], negated, values));
+    }
+  }
+
+  return {
+    select: select ?? STAR_SELECT,
+    filters,
+    logic,
+    order: order ?? [],
+    limit,
+    offset,
+    values,
+  };
+}
+
+// ---------------------------------------------------------------------------
+// shape
+// ---------------------------------------------------------------------------
+
+/** Length-prefixed name: unambiguous whatever characters the name holds. */
+function nameKey(name: string): string {
+  return name.length + ':' + name;
+}
+
+function selectShape(node: SelectNode): string {
+  let out = '';
+  for (const item of node.items) {
+    if (item.kind === 'star') out += '*,';
+    else if (item.kind === 'column') out += 'c' + nameKey(item.name) + ',';
+    else out += 'e' + nameKey(item.relation) + '(' + selectShape(item.select) + '),';
+  }
+  return out;
+}
+
+function filterShape(f: FilterNode): string {
+  let out = (f.negated ? '!' : '') + f.op;
+  if (f.op === 'is') out += '=' + f.value;
+  else if (f.op === 'fts' || f.op === 'plfts' || f.op === 'phfts' || f.op === 'wfts') {
+    if (f.langSlot !== null) out += '(L)';
+  }
+  return out + ' ' + nameKey(f.column);
+}
+
+function logicShape(n: LogicNode): string {
+  let out = (n.negated ? '!' : '') + n.op + '(';
+  for (const ch of n.children) out += (ch.kind === 'logic' ? logicShape(ch) : filterShape(ch)) + ',';
+  return out + ')';
+}
+
+/**
+ * A key equal for two parsed queries that differ only in bound values (including the
+ * length of `in` lists, and limit/offset numbers). Equal shapes imply equal slot layouts,
+ * so SQL generated for one can be reused with the other's `values`. The table, method,
+ * role and Prefer count are not included: the compiler adds what it depends on.
+ */
+export function shapeOf(parsed: ParsedQuery): string {
+  let out = 'S' + selectShape(parsed.select) + '|F';
+  for (const f of parsed.filters) out += filterShape(f) + ';';
+  out += '|G';
+  for (const g of parsed.logic) out += logicShape(g) + ';';
+  out += '|O';
+  for (const o of parsed.order) out += nameKey(o.column) + '.' + o.direction + '.' + (o.nulls ?? '') + ',';
+  out += '|' + (parsed.limit === null ? '' : 'L') + (parsed.offset === null ? '' : 'O');
+  return out;
+}
