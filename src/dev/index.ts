@@ -9,6 +9,7 @@
  */
 import type { Area } from '../service.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
+import { sendJsonText } from '../core/http.ts';
 
 interface SqlBody {
   query: string;
@@ -61,19 +62,20 @@ export const devArea: Area = {
         const { action, id, title } = req.body ?? ({} as DemoBody);
         if (req.body === undefined) throw ERRORS.invalidBody();
         if (action !== 'insert' && id === undefined) throw ERRORS.invalidBody();
-        let rows;
+        let rows: { row: string }[];
         try {
+          // The row leaves as JSON built by PostgreSQL (bigint ids stay numbers).
           rows =
             action === 'insert'
-              ? await db.sql`insert into public.demo_items (title) values (${title ?? ''}) returning *`
+              ? await db.sql`insert into public.demo_items as d (title) values (${title ?? ''}) returning to_json(d)::text as row`
               : action === 'update'
-                ? await db.sql`update public.demo_items set title = coalesce(${title ?? null}, title), updated_at = now() where id = ${id!} returning *`
-                : await db.sql`delete from public.demo_items where id = ${id!} returning *`;
+                ? await db.sql`update public.demo_items as d set title = coalesce(${title ?? null}, title), updated_at = now() where id = ${id!} returning to_json(d)::text as row`
+                : await db.sql`delete from public.demo_items as d where id = ${id!} returning to_json(d)::text as row`;
         } catch (err) {
           throw pgErrorToAppError(err);
         }
         if (rows.length === 0) throw new AppError(404, 'not found');
-        return reply.send(rows[0]);
+        return sendJsonText(reply, 200, rows[0].row);
       });
     }
   },

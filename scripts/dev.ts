@@ -1,0 +1,41 @@
+/**
+ * `npm run dev`: the developer loop. Starts (or reuses) the database once, then runs
+ * `graphile-migrate watch` (re-applies sql/current.sql on every save) beside the service
+ * restarting on change (`node --watch`, MIGRATE_ON_START=false). Ctrl-C stops all.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { devDatabases } from './dev-env.ts';
+import { parseConfig } from '../src/core/config.ts';
+import { createLogger } from '../src/core/log.ts';
+import { runAllMigrations } from '../src/core/migrate.ts';
+
+const dbs = await devDatabases();
+// graphile-worker's schema and the committed migrations first; watch then owns current.sql.
+const config = parseConfig(process.env);
+await runAllMigrations(dbs.url, config.anonymousRole, createLogger(config.logLevel));
+const env = {
+  ...process.env,
+  DATABASE_URL: dbs.url,
+  SHADOW_DATABASE_URL: dbs.shadowUrl,
+  ROOT_DATABASE_URL: dbs.rootUrl,
+  MIGRATE_ON_START: 'false',
+};
+process.stdout.write(`DATABASE_URL=${dbs.url}\n`);
+
+const children: ChildProcess[] = [
+  spawn('graphile-migrate', ['watch'], { stdio: 'inherit', env }),
+  spawn(process.execPath, ['--watch', '--watch-path=src', 'src/main.ts'], { stdio: 'inherit', env }),
+];
+
+let stopping = false;
+async function stop(): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  for (const c of children) c.kill('SIGTERM');
+  await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r(null) : c.on('close', r)))));
+  await dbs.stop();
+  process.exit(0);
+}
+process.on('SIGINT', () => void stop());
+process.on('SIGTERM', () => void stop());
+for (const c of children) c.on('close', () => void stop());
