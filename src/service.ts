@@ -14,6 +14,7 @@ import type { Logger } from './core/log.ts';
 import { startWorker, type Worker } from './worker/index.ts';
 import { healthArea } from './health/index.ts';
 import { devArea } from './dev/index.ts';
+import { restArea } from './rest/index.ts';
 
 export interface Deps {
   config: RuntimeConfig;
@@ -31,7 +32,7 @@ export interface Area {
   close?(): void | Promise<void>;
 }
 
-export const AREAS: readonly Area[] = [healthArea, devArea];
+export const AREAS: readonly Area[] = [healthArea, devArea, restArea];
 
 export interface ServiceOptions {
   databaseUrl: string;

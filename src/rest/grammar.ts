@@ -176,8 +176,9 @@ export const SQL_BINARY_OPS: Readonly<Record<BinaryOp, string>> = Object.freeze(
   ov: '&&',
   sl: '<<',
   sr: '>>',
-  nxl: '&<',
-  nxr: '&>',
+  // nxl "does not extend to the left of" is `&>`; nxr "… to the right of" is `&<` (PostgREST).
+  nxl: '&>',
+  nxr: '&<',
   adj: '-|-',
 });
 

@@ -4,7 +4,8 @@
  * and never sees a row RLS hides; a failed statement leaves nothing behind.
  */
 import t from 'tap';
-import { Db, type RequestContext } from '../../src/core/db.ts';
+import postgres from 'postgres';
+import { AUTHENTICATOR_ROLE, Db, type RequestContext } from '../../src/core/db.ts';
 import { createLogger } from '../../src/core/log.ts';
 import { pgErrorToAppError } from '../../src/core/errors.ts';
 import { createTestDatabase } from '../helpers/database.ts';
@@ -77,4 +78,13 @@ t.test('withContext', async (t) => {
     Array.from({ length: 40 }, (_, i) => db.withContext(i % 2 ? user : anon, (c) => c`select current_user as r`)),
   );
   t.ok(results.every((r, i) => r[0].r === (i % 2 ? 'authenticated' : 'anon')), 'pipelined contexts stay separate');
+
+  // Lanes idle as plinth_authenticator, which can do nothing: a statement that ever ran
+  // outside its block would fail instead of running as the owner.
+  const stray = postgres(tdb.url, { max: 1, onnotice: () => {}, connection: { role: AUTHENTICATOR_ROLE } });
+  t.teardown(() => stray.end());
+  const [{ who: idle }] = await stray`select current_user as who`;
+  t.equal(idle, AUTHENTICATOR_ROLE);
+  const denied = await stray`select * from public.notes`.catch((e: unknown) => e);
+  t.equal((denied as { code?: string }).code, '42501', 'the idle role cannot read a table granted to anon');
 });

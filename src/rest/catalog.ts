@@ -1,0 +1,293 @@
+/**
+ * The schema cache: what `rest_private.catalog()` reports about `public`, indexed for the
+ * compiler. One immutable `Catalog` per load; a reload builds a new one and swaps it in
+ * (`RestArea.catalog`), so requests in flight keep the one they started with and never
+ * wait. Each catalog carries its own cache of compiled SQL, which therefore can never
+ * outlive the schema it was compiled against.
+ *
+ * Names under `/rest/v1/` that are service routes (`batch`, `webhooks`, `rpc`, `rls-debug`)
+ * win over tables of those names: such relations are left out here (contract §9).
+ */
+import type { Sql } from '../core/db.ts';
+
+export const RESERVED_NAMES: ReadonlySet<string> = new Set(['batch', 'webhooks', 'rpc', 'rls-debug']);
+
+/** The type facts the compiler (casts) and OpenAPI (JSON types) need. */
+export interface TypeInfo {
+  /** For people: `character varying(20)`, `integer[]`, `mood`. */
+  readonly type: string;
+  /** For casts: schema-qualified, quoted where needed, no typmod (`pg_catalog.int8`, `public."Mood"`). */
+  readonly cast: string;
+  /** typname of the domain's base type (or the type itself): `int4`, `_text`. */
+  readonly base: string;
+  /** pg_type.typcategory of the base type: `N`, `S`, `B`, `A` … */
+  readonly category: string;
+  /** Element typname when the base type is an array. */
+  readonly elem: string | null;
+}
+
+export interface Column extends TypeInfo {
+  readonly name: string;
+  readonly nullable: boolean;
+  readonly hasDefault: boolean;
+  /** Generated (stored) or GENERATED ALWAYS identity: not writable. */
+  readonly generated: boolean;
+  readonly description: string | null;
+}
+
+export interface ForeignKey {
+  readonly name: string;
+  readonly from: string;
+  readonly fromCols: readonly string[];
+  readonly to: string;
+  readonly toCols: readonly string[];
+}
+
+/** An embeddable relationship seen from one table. */
+export interface Relationship {
+  /** many-to-one: this table holds the key → an object; one-to-many: the other does → an array. */
+  readonly cardinality: 'm2o' | 'o2m';
+  readonly target: Relation;
+  /** [column of this table, column of the target] pairs. */
+  readonly pairs: readonly (readonly [string, string])[];
+  readonly constraint: string;
+}
+
+export interface Relation {
+  readonly name: string;
+  /** pg_class.relkind: r table, p partitioned, v view, m materialized view, f foreign table. */
+  readonly kind: string;
+  readonly insertable: boolean;
+  readonly updatable: boolean;
+  readonly deletable: boolean;
+  readonly pk: readonly string[];
+  readonly columns: ReadonlyMap<string, Column>;
+  readonly columnList: readonly Column[];
+  readonly description: string | null;
+  /** `"public"."name"`, quoted once. */
+  readonly qname: string;
+  /** Foreign keys of this table (many-to-one) and pointing at it (one-to-many). */
+  readonly outgoing: ForeignKey[];
+  readonly incoming: ForeignKey[];
+}
+
+export interface FuncArg extends TypeInfo {
+  /** '' when unnamed. */
+  readonly name: string;
+  /** proargmodes: i in, o out, b inout, v variadic, t table column. */
+  readonly mode: string;
+  readonly hasDefault: boolean;
+}
+
+export interface Func {
+  readonly oid: number;
+  readonly name: string;
+  readonly qname: string;
+  /** Input arguments (modes i, b, v), in declaration order. */
+  readonly inputs: readonly FuncArg[];
+  /** Output columns (modes o, b, t), for OpenAPI. */
+  readonly outputs: readonly FuncArg[];
+  readonly returnsSet: boolean;
+  readonly returnKind: 'void' | 'composite' | 'scalar';
+  readonly returnType: TypeInfo;
+  /** i immutable, s stable, v volatile. */
+  readonly volatility: 'i' | 's' | 'v';
+  readonly securityDefiner: boolean;
+  readonly description: string | null;
+}
+
+/** Double-quotes an identifier. The only way catalog names enter SQL text. */
+export function ident(name: string): string {
+  return '"' + name.replaceAll('"', '""') + '"';
+}
+
+/** A SQL string literal of trusted text (compiler output only, never user values). */
+export function literal(text: string): string {
+  return "'" + text.replaceAll("'", "''") + "'";
+}
+
+interface RawType {
+  type: string;
+  cast: string;
+  base: string;
+  category: string;
+  elem: string | null;
+}
+interface RawColumn extends RawType {
+  name: string;
+  nullable: boolean;
+  has_default: boolean;
+  generated: boolean;
+  description: string | null;
+}
+interface RawRelation {
+  name: string;
+  kind: string;
+  insertable: boolean;
+  updatable: boolean;
+  deletable: boolean;
+  pk: string[];
+  columns: RawColumn[];
+  description: string | null;
+}
+interface RawForeignKey {
+  name: string;
+  from: string;
+  from_cols: string[];
+  to: string;
+  to_cols: string[];
+}
+interface RawArg extends RawType {
+  name: string;
+  mode: string;
+}
+interface RawFunction {
+  oid: number;
+  name: string;
+  args: RawArg[];
+  defaults: number;
+  returns_set: boolean;
+  return_type: string;
+  return_cast: string;
+  return_kind: 'void' | 'composite' | 'scalar';
+  return_base: string;
+  return_category: string;
+  return_elem: string | null;
+  volatility: 'i' | 's' | 'v';
+  security_definer: boolean;
+  description: string | null;
+}
+export interface RawCatalog {
+  relations: RawRelation[];
+  foreign_keys: RawForeignKey[];
+  functions: RawFunction[];
+}
+
+/** The compiled-SQL cache bound: shapes beyond it are compiled again (cheap) rather than kept. */
+const SQL_CACHE_LIMIT = 5000;
+
+export class Catalog {
+  readonly relations: ReadonlyMap<string, Relation>;
+  readonly functions: ReadonlyMap<string, readonly Func[]>;
+  /** When this catalog was loaded (ms since the epoch). */
+  readonly loadedAt: number;
+  private readonly sqlCache = new Map<string, unknown>();
+
+  constructor(raw: RawCatalog) {
+    this.loadedAt = Date.now();
+    const relations = new Map<string, Relation>();
+    for (const r of raw.relations) {
+      if (RESERVED_NAMES.has(r.name)) continue;
+      const columnList: Column[] = r.columns.map((c) => ({
+        name: c.name,
+        type: c.type,
+        cast: c.cast,
+        base: c.base,
+        category: c.category,
+        elem: c.elem,
+        nullable: c.nullable,
+        hasDefault: c.has_default,
+        generated: c.generated,
+        description: c.description,
+      }));
+      relations.set(r.name, {
+        name: r.name,
+        kind: r.kind,
+        insertable: r.insertable,
+        updatable: r.updatable,
+        deletable: r.deletable,
+        pk: r.pk,
+        columns: new Map(columnList.map((c) => [c.name, c])),
+        columnList,
+        description: r.description,
+        qname: 'public.' + ident(r.name),
+        outgoing: [],
+        incoming: [],
+      });
+    }
+    for (const f of raw.foreign_keys) {
+      const fk: ForeignKey = { name: f.name, from: f.from, fromCols: f.from_cols, to: f.to, toCols: f.to_cols };
+      relations.get(f.from)?.outgoing.push(fk);
+      relations.get(f.to)?.incoming.push(fk);
+    }
+    this.relations = relations;
+
+    const functions = new Map<string, Func[]>();
+    for (const f of raw.functions) {
+      const inputs: FuncArg[] = [];
+      const outputs: FuncArg[] = [];
+      const nIn = f.args.filter((a) => a.mode === 'i' || a.mode === 'b' || a.mode === 'v').length;
+      for (const a of f.args) {
+        const isIn = a.mode === 'i' || a.mode === 'b' || a.mode === 'v';
+        const arg: FuncArg = {
+          name: a.name,
+          mode: a.mode,
+          type: a.type,
+          cast: a.cast,
+          base: a.base,
+          category: a.category,
+          elem: a.elem,
+          hasDefault: isIn && inputs.length >= nIn - f.defaults,
+        };
+        if (isIn) inputs.push(arg);
+        if (a.mode !== 'i' && a.mode !== 'v') outputs.push(arg);
+      }
+      const fn: Func = {
+        oid: Number(f.oid),
+        name: f.name,
+        qname: 'public.' + ident(f.name),
+        inputs,
+        outputs,
+        returnsSet: f.returns_set,
+        returnKind: f.return_kind,
+        returnType: { type: f.return_type, cast: f.return_cast, base: f.return_base, category: f.return_category, elem: f.return_elem },
+        volatility: f.volatility,
+        securityDefiner: f.security_definer,
+        description: f.description,
+      };
+      let list = functions.get(f.name);
+      if (!list) functions.set(f.name, (list = []));
+      list.push(fn);
+    }
+    this.functions = functions;
+  }
+
+  /**
+   * Relationships from `from` to the table named `name`: its foreign keys to that table
+   * (many-to-one) and that table's foreign keys to it (one-to-many). A self-reference
+   * yields both.
+   */
+  relationships(from: Relation, name: string): Relationship[] {
+    const target = this.relations.get(name);
+    if (!target) return [];
+    const out: Relationship[] = [];
+    for (const fk of from.outgoing) {
+      if (fk.to === name) {
+        out.push({ cardinality: 'm2o', target, constraint: fk.name, pairs: fk.fromCols.map((c, i) => [c, fk.toCols[i]] as const) });
+      }
+    }
+    for (const fk of from.incoming) {
+      if (fk.from === name) {
+        out.push({ cardinality: 'o2m', target, constraint: fk.name, pairs: fk.toCols.map((c, i) => [c, fk.fromCols[i]] as const) });
+      }
+    }
+    return out;
+  }
+
+  /** Compiled SQL for a shape key, or undefined. */
+  cached<T>(key: string): T | undefined {
+    return this.sqlCache.get(key) as T | undefined;
+  }
+
+  remember<T>(key: string, value: T): T {
+    if (this.sqlCache.size >= SQL_CACHE_LIMIT) this.sqlCache.clear();
+    this.sqlCache.set(key, value);
+    return value;
+  }
+}
+
+/** One round trip: the whole catalog as JSON, parsed once per load. */
+export async function loadCatalog(sql: Sql): Promise<Catalog> {
+  const [row] = await sql<{ catalog: RawCatalog }[]>`select rest_private.catalog() as catalog`;
+  return new Catalog(row.catalog);
+}

@@ -1,0 +1,220 @@
+/**
+ * The REST area (interface §4.3, §4.4, §4.5, §4.10 `/api/catalog/refresh`; contract §5, §9):
+ * tables and views under /rest/v1/{table}, functions under /rest/v1/rpc/{name}, the batch,
+ * the OpenAPI description and rls-debug.
+ *
+ * The path of a table request: credentials → catalog (in memory) → grammar → compiled SQL
+ * (cached per catalog by shape) → `db.withContext` (begin, role and claims, the statement,
+ * commit: one round trip) → the JSON text PostgreSQL built, sent as is.
+ *
+ * The catalog reloads on NOTIFY `plinth_cache` / `rest` (sent by the DDL event trigger and
+ * by /api/catalog/refresh, so every instance reloads); loads are coalesced and the new
+ * catalog is swapped in whole.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Area, Deps } from '../service.ts';
+import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
+import { sendJsonText } from '../core/http.ts';
+import { parsePrefer } from './grammar.ts';
+import { Catalog, loadCatalog } from './catalog.ts';
+import { prepareRpc, prepareTable, type Method } from './compile.ts';
+import { execute, type Outcome } from './execute.ts';
+import { REACHABLE_SQL, buildOpenApi, type Reachable } from './openapi.ts';
+import { runBatch, validateBatch } from './batch.ts';
+
+const SINGULAR_TYPE = 'application/vnd.pgrst.object+json';
+
+/** The catalog holder: the current catalog, coalesced reloads, an atomic swap. */
+export class SchemaCache {
+  private current: Catalog | null = null;
+  private running: Promise<void> | null = null;
+  private dirty = false;
+  private readonly deps: Deps;
+
+  constructor(deps: Deps) {
+    this.deps = deps;
+  }
+
+  /** Reload; calls during a load make one more load after it. Resolves when the newest is in. */
+  reload(): Promise<void> {
+    this.dirty = true;
+    this.running ??= (async () => {
+      try {
+        while (this.dirty) {
+          this.dirty = false;
+          this.current = await loadCatalog(this.deps.db.sql);
+        }
+      } finally {
+        this.running = null;
+      }
+    })();
+    return this.running;
+  }
+
+  async get(): Promise<Catalog> {
+    if (this.current !== null) return this.current;
+    try {
+      await this.reload();
+    } catch (err) {
+      throw pgErrorToAppError(err);
+    }
+    return this.current!;
+  }
+}
+
+function rawQuery(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? '' : url.slice(q + 1);
+}
+
+function wantsSingular(accept: string | undefined): boolean {
+  return accept !== undefined && accept.includes(SINGULAR_TYPE);
+}
+
+function send(reply: FastifyReply, out: Outcome, singular: boolean): FastifyReply {
+  if (out.contentRange !== null) reply.header('content-range', out.contentRange);
+  if (out.body === null) return reply.code(out.status).send();
+  if (singular) return reply.code(out.status).type(SINGULAR_TYPE + '; charset=utf-8').send(out.body);
+  return sendJsonText(reply, out.status, out.body);
+}
+
+/** Any credential present, for Cache-Control (interface §4.4 rule 5). */
+function credentialPresent(req: FastifyRequest): boolean {
+  const h = req.headers;
+  if (h.authorization || h.apikey) return true;
+  if (typeof h.cookie === 'string' && /(?:^|;)\s*token=/.test(h.cookie)) return true;
+  const q = rawQuery(req.url);
+  return q.includes('token') && new URLSearchParams(q).has('token');
+}
+
+function cacheHeaders(reply: FastifyReply, req: FastifyRequest, maxAge: number | null): void {
+  if (maxAge === null) return;
+  if (credentialPresent(req)) {
+    reply.header('cache-control', `private, max-age=${maxAge}`);
+    const prior = reply.getHeader('vary');
+    const vary = prior === undefined ? [] : Array.isArray(prior) ? prior.map(String) : [String(prior)];
+    reply.header('vary', [...vary, 'Authorization', 'apikey']);
+  } else {
+    reply.header('cache-control', `public, max-age=${maxAge}`);
+  }
+}
+
+/** Bodies keep their JSON text too, so writes bind it without a stringify. */
+const bodyTexts = new WeakMap<FastifyRequest, string>();
+
+function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
+  const { db, credentials, config } = deps;
+
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = body as string;
+    if (text.trim() === '') return done(null, undefined);
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return done(ERRORS.invalidBody(), undefined);
+    }
+    bodyTexts.set(req, text);
+    done(null, value);
+  });
+
+  const table = (method: Method) => async (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => {
+    const cred = await credentials.api(req);
+    const cat = await cache.get();
+    const singular = wantsSingular(req.headers.accept);
+    const p = prepareTable(cat, {
+      method,
+      table: req.params.table,
+      query: rawQuery(req.url),
+      body: req.body,
+      bodyText: bodyTexts.get(req),
+      prefer: parsePrefer(req.headers.prefer),
+      singular,
+    });
+    return send(reply, await execute(db, cred, p), p.plan.singular);
+  };
+  app.get('/rest/v1/:table', table('GET'));
+  app.post('/rest/v1/:table', table('POST'));
+  app.patch('/rest/v1/:table', table('PATCH'));
+  app.delete('/rest/v1/:table', table('DELETE'));
+
+  const rpc = (method: 'GET' | 'POST') => async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
+    const cred = await credentials.api(req);
+    const cat = await cache.get();
+    let p;
+    if (method === 'POST') {
+      p = prepareRpc(cat, { method, name: req.params.name, body: req.body, bodyText: bodyTexts.get(req) });
+    } else {
+      const query = rawQuery(req.url);
+      try {
+        p = prepareRpc(cat, { method, name: req.params.name, query });
+      } catch (err) {
+        // `token` in the query string marks a credential for caching (§4.4 rule 5); it is an
+        // argument only for a function that takes one.
+        const sp = new URLSearchParams(query);
+        if (!(err instanceof AppError) || err.status !== 400 || !sp.has('token')) throw err;
+        sp.delete('token');
+        p = prepareRpc(cat, { method, name: req.params.name, query: sp.toString() });
+      }
+    }
+    const out = await execute(db, cred, p);
+    cacheHeaders(reply, req, p.plan.maxAge);
+    return send(reply, out, false);
+  };
+  app.get('/rest/v1/rpc/:name', rpc('GET'));
+  app.post('/rest/v1/rpc/:name', rpc('POST'));
+
+  app.post('/rest/v1/batch', async (req, reply) => {
+    const cred = await credentials.api(req);
+    const batch = validateBatch(req.body, config.maxBatchOperations);
+    const cat = await cache.get();
+    const out = await runBatch(db, cat, cred, batch);
+    return sendJsonText(reply, out.status, out.body);
+  });
+
+  const openapi = async (req: FastifyRequest, reply: FastifyReply) => {
+    const cred = await credentials.api(req);
+    const cat = await cache.get();
+    let rows;
+    try {
+      rows = await db.withContext(cred, (c) => c.unsafe(REACHABLE_SQL, [], { prepare: true }));
+    } catch (err) {
+      throw pgErrorToAppError(err);
+    }
+    const reach: Reachable = { rels: JSON.parse(rows[0].rels as string), funcs: JSON.parse(rows[0].funcs as string) };
+    const doc = buildOpenApi(cat, reach, { host: req.headers.host, scheme: req.protocol });
+    return reply.code(200).type('application/openapi+json; charset=utf-8').send(JSON.stringify(doc));
+  };
+  app.get('/rest/v1/', openapi);
+  app.get('/rest/v1', openapi);
+
+  app.get('/rest/v1/rls-debug', async (req, reply) => {
+    const cred = await credentials.api(req);
+    return reply.code(200).send({ role: cred.role, claims: cred.claimsObject });
+  });
+}
+
+export const restArea: Area = {
+  name: 'rest',
+  async register(app, deps) {
+    const cache = new SchemaCache(deps);
+    deps.db.onCacheReload('rest', () => cache.reload());
+    // Load now so the first request does not wait; a database that is down at start is
+    // retried by the first request (cache.get) instead of failing the start.
+    await cache.reload().catch((err: unknown) => deps.log.warn({ err }, 'REST catalog not loaded at start'));
+
+    await app.register(async (scope) => routes(scope, deps, cache));
+
+    app.post('/api/catalog/refresh', async (req, reply) => {
+      await deps.credentials.serviceRole(req);
+      try {
+        await cache.reload();
+        await deps.db.notifyCacheReload('rest');
+      } catch (err) {
+        throw pgErrorToAppError(err);
+      }
+      return reply.code(200).send({ ok: true });
+    });
+  },
+};
