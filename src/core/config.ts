@@ -8,7 +8,7 @@
  * explicitly. `main.ts` prints `ConfigError.message` as one line and exits 1 before
  * anything listens or migrates.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createPrivateKey, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { SignJWT, jwtVerify } from 'jose';
@@ -184,12 +184,20 @@ function oauthProviders(env: Env): Partial<Record<OAuthProviderName, OAuthProvid
     privateKey: str(env, 'APPLE_PRIVATE_KEY'),
   };
   if (apple.clientId && apple.teamId && apple.keyId && apple.privateKey) {
-    if (!apple.privateKey.includes('-----BEGIN')) throw new ConfigError('APPLE_PRIVATE_KEY', 'must be a PEM private key');
+    const pem = apple.privateKey.replace(/\\n/g, '\n');
+    let curve: string | undefined;
+    try {
+      const key = createPrivateKey(pem);
+      curve = key.asymmetricKeyType === 'ec' ? key.asymmetricKeyDetails?.namedCurve : undefined;
+    } catch {
+      throw new ConfigError('APPLE_PRIVATE_KEY', 'must be a PEM private key');
+    }
+    if (curve !== 'prime256v1') throw new ConfigError('APPLE_PRIVATE_KEY', 'must be a P-256 (ES256) private key');
     out.apple = {
       clientId: apple.clientId,
       teamId: apple.teamId,
       keyId: apple.keyId,
-      privateKey: apple.privateKey.replace(/\\n/g, '\n'),
+      privateKey: pem,
       endpoints: appleEndpoints,
     };
   }

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -66,6 +67,14 @@ t.test('invalid values name the variable', async (t) => {
     t.throws(() => parseConfig(env), { message: new RegExp(name) }, `${JSON.stringify(env)} → ${name}`);
   }
   t.doesNotThrow(() => parseConfig({ GOOGLE_TOKEN_URL: 'http://127.0.0.1:9/token' }), 'http:// is fine for loopback providers');
+  const apple = { APPLE_CLIENT_ID: 'c', APPLE_TEAM_ID: 't', APPLE_KEY_ID: 'k' };
+  const p256 = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  t.equal(parseConfig({ ...apple, APPLE_PRIVATE_KEY: p256 }).oauth.apple?.clientId, 'c', 'apple with a P-256 key');
+  t.equal(parseConfig({ ...apple, APPLE_PRIVATE_KEY: p256.replace(/\n/g, '\\n') }).oauth.apple?.privateKey, p256, 'escaped newlines are accepted');
+  t.throws(() => parseConfig({ ...apple, APPLE_PRIVATE_KEY: p384 }), { message: /APPLE_PRIVATE_KEY/ }, 'another curve');
+  t.throws(() => parseConfig({ ...apple, APPLE_PRIVATE_KEY: '-----BEGIN PRIVATE KEY-----\nxx\n-----END PRIVATE KEY-----' }), { message: /APPLE_PRIVATE_KEY/ }, 'not a key');
+  t.same(Object.keys(parseConfig({ ...apple }).oauth), [], 'a provider needs all its variables');
   t.same(parseConfig({ ALLOWED_ORIGINS: 'https://a.test, http://b.test:8080' }).allowedOrigins, ['https://a.test', 'http://b.test:8080']);
 });
 
