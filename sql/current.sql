@@ -1,6 +1,1 @@
 -- Enter migration here
---!include core/authenticator.sql
---!include rest/schema.sql
---!include rest/catalog.sql
---!include rest/planned_rows.sql
---!include rest/ddl_notify.sql

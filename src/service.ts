@@ -15,6 +15,7 @@ import { startWorker, type Worker } from './worker/index.ts';
 import { healthArea } from './health/index.ts';
 import { devArea } from './dev/index.ts';
 import { restArea } from './rest/index.ts';
+import { authArea } from './auth/index.ts';
 
 export interface Deps {
   config: RuntimeConfig;
@@ -26,13 +27,13 @@ export interface Deps {
 export interface Area {
   name: string;
   register(app: FastifyInstance, deps: Deps): void | Promise<void>;
-  /** graphile-worker tasks, named `<area>__<action>`. */
-  tasks?: TaskList;
+  /** graphile-worker tasks, named `<area>__<action>`, bound to this service's deps. */
+  tasks?(deps: Deps): TaskList;
   /** Called on shutdown after the HTTP server stopped accepting. */
   close?(): void | Promise<void>;
 }
 
-export const AREAS: readonly Area[] = [healthArea, devArea, restArea];
+export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea];
 
 export interface ServiceOptions {
   databaseUrl: string;
@@ -61,7 +62,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
   try {
     for (const area of areas) await area.register(app, deps);
     await app.listen({ host: config.host, port: config.port });
-    const tasks: TaskList = Object.assign({}, ...areas.map((a) => a.tasks ?? {}));
+    const tasks: TaskList = Object.assign({}, ...areas.map((a) => a.tasks?.(deps) ?? {}));
     if (opts.worker !== false) {
       worker = await startWorker({
         databaseUrl: opts.databaseUrl,

@@ -1,0 +1,244 @@
+/**
+ * The auth area's SQL entry functions, one typed wrapper each (STYLE, SQL/TS boundary).
+ * They run as the connecting role (plain `db.sql`, design.md). Expected outcomes come back
+ * as a `status` text the routes switch on exhaustively; anything raised is mapped by
+ * `pgErrorToAppError(err, {trusted: true})`, which honours `PTnnn` codes here only.
+ */
+import type postgres from 'postgres';
+import type { Sql } from '../core/db.ts';
+import { pgErrorToAppError } from '../core/errors.ts';
+import type { User } from './sessions.ts';
+
+async function call<T>(q: Promise<T>): Promise<T> {
+  try {
+    return await q;
+  } catch (err) {
+    throw pgErrorToAppError(err, { trusted: true });
+  }
+}
+
+/** A session opened or rotated by SQL; the non-status fields are null unless status is `ok`. */
+export interface GrantRow<S extends string> {
+  status: S;
+  session_id: string | null;
+  is_anonymous: boolean | null;
+  user_json: User | null;
+}
+
+export type SessionGrant = GrantRow<string>;
+
+// ── sessions (sql/fixtures/auth/sessions.sql) ────────────────────────────────────────────
+
+export type StartSessionStatus = 'ok' | 'user_not_found';
+
+export async function startSession(
+  sql: Sql,
+  userId: string,
+  refreshHash: Buffer,
+  ttlSeconds: number,
+  sessionId: string | null = null,
+): Promise<GrantRow<StartSessionStatus>> {
+  const [r] = await call(
+    sql<GrantRow<StartSessionStatus>[]>`select * from auth.start_session(${userId}::uuid, ${refreshHash}, ${ttlSeconds}, ${sessionId}::uuid)`,
+  );
+  return r;
+}
+
+export type RotateStatus = 'ok' | 'invalid' | 'revoked' | 'reuse_detected' | 'expired';
+
+export async function rotateRefreshToken(sql: Sql, tokenHash: Buffer, nextHash: Buffer, ttlSeconds: number): Promise<GrantRow<RotateStatus>> {
+  const [r] = await call(
+    sql<GrantRow<RotateStatus>[]>`select * from auth.rotate_refresh_token(${tokenHash}, ${nextHash}, ${ttlSeconds})`,
+  );
+  return r;
+}
+
+export type EndSessionStatus = 'ok' | 'not_found';
+
+export async function endSession(sql: Sql, sessionId: string, userId: string): Promise<EndSessionStatus> {
+  const [r] = await call(sql<{ status: EndSessionStatus }[]>`select auth.end_session(${sessionId}::uuid, ${userId}::uuid) as status`);
+  return r.status;
+}
+
+// ── rate limits (sql/fixtures/auth/rate_limits.sql) ──────────────────────────────────────
+
+export type RateLimitStatus = 'ok' | 'limited';
+
+export async function takeRateLimit(sql: Sql, bucket: string, ip: string, maxHits: number, windowSeconds: number): Promise<RateLimitStatus> {
+  const [r] = await call(
+    sql<{ status: RateLimitStatus }[]>`select auth.take_rate_limit(${bucket}, ${ip}, ${maxHits}, ${windowSeconds}) as status`,
+  );
+  return r.status;
+}
+
+// ── accounts (sql/fixtures/auth/accounts.sql) ────────────────────────────────────────────
+
+export type SignUpStatus = 'ok' | 'confirmation_sent' | 'email_taken';
+
+export interface SignUpInput {
+  email: string;
+  passwordHash: string;
+  userMetadata: Record<string, unknown> | null;
+  /** Set when REQUIRE_EMAIL_VERIFICATION=true: the verification token (hash and sealed). */
+  verification: { hash: Buffer; sealed: string } | null;
+  /** Set when a session starts at once. */
+  refreshHash: Buffer | null;
+  refreshTtl: number;
+}
+
+export async function signUp(sql: Sql, i: SignUpInput): Promise<GrantRow<SignUpStatus>> {
+  const [r] = await call(
+    sql<GrantRow<SignUpStatus>[]>`select * from auth.sign_up(${i.email}, ${i.passwordHash},
+      ${i.userMetadata === null ? null : sql.json(i.userMetadata as postgres.JSONValue)}::jsonb,
+      ${i.verification?.hash ?? null}::bytea, ${i.verification?.sealed ?? null}::text,
+      ${i.refreshHash}::bytea, ${i.refreshTtl})`,
+  );
+  return r;
+}
+
+export interface PasswordCredentials {
+  status: 'ok' | 'not_found';
+  user_id: string | null;
+  password_hash: string | null;
+  email_confirmed: boolean | null;
+  role: string | null;
+  user_email: string | null;
+  is_anonymous: boolean | null;
+}
+
+export async function passwordCredentials(sql: Sql, email: string): Promise<PasswordCredentials> {
+  const [r] = await call(sql<PasswordCredentials[]>`select * from auth.password_credentials(${email})`);
+  return r;
+}
+
+export async function rehashPassword(sql: Sql, userId: string, oldHash: string, newHash: string): Promise<'ok' | 'not_found'> {
+  const [r] = await call(
+    sql<{ status: 'ok' | 'not_found' }[]>`select auth.rehash_password(${userId}::uuid, ${oldHash}, ${newHash}) as status`,
+  );
+  return r.status;
+}
+
+export interface UserRow<S extends string> {
+  status: S;
+  user_json: User | null;
+}
+
+export async function getUser(sql: Sql, userId: string): Promise<UserRow<'ok' | 'not_found'>> {
+  const [r] = await call(sql<UserRow<'ok' | 'not_found'>[]>`select * from auth.get_user(${userId}::uuid)`);
+  return r;
+}
+
+export type UpdateUserStatus = 'ok' | 'not_found' | 'email_taken';
+
+export interface UpdateUserInput {
+  email: string | null;
+  passwordHash: string | null;
+  userMetadata: Record<string, unknown> | null;
+}
+
+export async function updateUser(sql: Sql, userId: string, i: UpdateUserInput): Promise<UserRow<UpdateUserStatus>> {
+  const [r] = await call(
+    sql<UserRow<UpdateUserStatus>[]>`select * from auth.update_user(${userId}::uuid, ${i.email}::text, ${i.passwordHash}::text,
+      ${i.userMetadata === null ? null : sql.json(i.userMetadata as postgres.JSONValue)}::jsonb)`,
+  );
+  return r;
+}
+
+export async function signInAnonymously(
+  sql: Sql,
+  role: string,
+  userMetadata: Record<string, unknown> | null,
+  refreshHash: Buffer,
+  ttlSeconds: number,
+): Promise<GrantRow<'ok'>> {
+  const [r] = await call(
+    sql<GrantRow<'ok'>[]>`select * from auth.sign_in_anonymously(${role},
+      ${userMetadata === null ? null : sql.json(userMetadata as postgres.JSONValue)}::jsonb, ${refreshHash}, ${ttlSeconds})`,
+  );
+  return r;
+}
+
+// ── one-time tokens (sql/fixtures/auth/one_time_tokens.sql) ──────────────────────────────
+
+export async function verifyEmail(sql: Sql, tokenHash: Buffer): Promise<'ok' | 'invalid'> {
+  const [r] = await call(sql<{ status: 'ok' | 'invalid' }[]>`select auth.verify_email(${tokenHash}) as status`);
+  return r.status;
+}
+
+export async function requestRecovery(sql: Sql, email: string, tokenHash: Buffer, sealed: string): Promise<'sent' | 'not_found'> {
+  const [r] = await call(
+    sql<{ status: 'sent' | 'not_found' }[]>`select auth.request_recovery(${email}, ${tokenHash}, ${sealed}) as status`,
+  );
+  return r.status;
+}
+
+export async function checkRecoveryToken(sql: Sql, tokenHash: Buffer): Promise<'valid' | 'invalid'> {
+  const [r] = await call(sql<{ status: 'valid' | 'invalid' }[]>`select auth.check_recovery_token(${tokenHash}) as status`);
+  return r.status;
+}
+
+export async function confirmRecovery(sql: Sql, tokenHash: Buffer, passwordHash: string): Promise<'ok' | 'invalid'> {
+  const [r] = await call(
+    sql<{ status: 'ok' | 'invalid' }[]>`select auth.confirm_recovery(${tokenHash}, ${passwordHash}) as status`,
+  );
+  return r.status;
+}
+
+export async function requestMagicLink(sql: Sql, email: string, tokenHash: Buffer, sealed: string): Promise<'sent' | 'not_found'> {
+  const [r] = await call(
+    sql<{ status: 'sent' | 'not_found' }[]>`select auth.request_magic_link(${email}, ${tokenHash}, ${sealed}) as status`,
+  );
+  return r.status;
+}
+
+export async function verifyMagicLink(sql: Sql, tokenHash: Buffer, refreshHash: Buffer, ttlSeconds: number): Promise<GrantRow<'ok' | 'invalid'>> {
+  const [r] = await call(
+    sql<GrantRow<'ok' | 'invalid'>[]>`select * from auth.verify_magic_link(${tokenHash}, ${refreshHash}, ${ttlSeconds})`,
+  );
+  return r;
+}
+
+// ── admin (sql/fixtures/auth/admin.sql) ──────────────────────────────────────────────────
+
+/** The JSON text of the user list, sent as is. */
+export async function listUsers(sql: Sql): Promise<string> {
+  const [r] = await call(sql<{ users: string }[]>`select auth.list_users() as users`);
+  return r.users;
+}
+
+export interface AdminCreateInput {
+  email: string;
+  passwordHash: string | null;
+  role: string;
+  emailConfirm: boolean;
+}
+
+export async function adminCreateUser(sql: Sql, i: AdminCreateInput): Promise<UserRow<'ok' | 'email_taken'>> {
+  const [r] = await call(
+    sql<UserRow<'ok' | 'email_taken'>[]>`select * from auth.admin_create_user(${i.email}, ${i.passwordHash}::text, ${i.role}, ${i.emailConfirm})`,
+  );
+  return r;
+}
+
+export async function deleteUser(sql: Sql, userId: string): Promise<'ok' | 'not_found'> {
+  const [r] = await call(sql<{ status: 'ok' | 'not_found' }[]>`select auth.delete_user(${userId}::uuid) as status`);
+  return r.status;
+}
+
+// ── housekeeping (sql/fixtures/auth/purge.sql) ───────────────────────────────────────────
+
+export interface PurgeCounts {
+  refresh_tokens: number;
+  sessions: number;
+  one_time_tokens: number;
+  rate_limits: number;
+}
+
+export async function purgeExpired(sql: Sql): Promise<PurgeCounts> {
+  const [r] = await call(sql<{ counts: PurgeCounts }[]>`select auth.purge_expired() as counts`);
+  return r.counts;
+}
+
+export async function schedulePurge(sql: Sql, delaySeconds: number): Promise<void> {
+  await call(sql`select auth.schedule_purge(${delaySeconds})`);
+}

@@ -1,0 +1,249 @@
+/**
+ * OAuth sign-in over HTTP (issue 7; interface §4.2 authorize and callback, OAuth rules 1–4;
+ * contract §2 overrides, §10 state cookie and Microsoft linking).
+ *
+ * GET /auth/v1/authorize?provider=<name>
+ *   → 302 to the provider, with redirect_uri exactly `<SITE_URL>/auth/v1/callback`, a fresh
+ *     `state` (stored as SHA-256 with the PKCE verifier and nonce, 10 minutes, single use)
+ *     that is also set in an HttpOnly cookie on the callback path, PKCE (S256) where the
+ *     provider takes it and a nonce where it returns an id_token. `redirect_to` is ignored:
+ *     the destination is always SITE_URL.
+ *   → 400 `{"error": "unsupported provider"}` for a missing, unknown or unconfigured provider.
+ *
+ * GET and POST /auth/v1/callback (POST: apple's response_mode=form_post)
+ *   → 302 `<SITE_URL>#access_token=…&refresh_token=…&token_type=bearer&expires_in=…` on
+ *     success (the magic link's fragment);
+ *   → 302 `<SITE_URL>#error=<code>&error_description=<text>` on failure, with <code>:
+ *       invalid_state     no state, no state cookie or a different one, or a state that is
+ *                         unknown, expired or already used;
+ *       access_denied     the user (or the provider) refused; other standard OAuth error
+ *                         codes the provider sends are passed on as they are;
+ *       invalid_request   no code and no error in the callback;
+ *       server_error      the code exchange or the identity request failed (including an
+ *                         id_token whose signature, issuer, audience or nonce is wrong), or
+ *                         the provider is unreachable;
+ *       unverified_email  the provider does not vouch for the email (or sent none): no
+ *                         account is created and none is linked (OAuth rule 3).
+ *     The state cookie is cleared either way.
+ *
+ * The state cookie binds the flow to the browser that started it (login CSRF): the
+ * callback needs the cookie to equal the `state` parameter, then consumes the state in SQL.
+ * `SameSite=Lax` lets the cookie ride the provider's top-level GET redirect; apple's
+ * callback is a cross-site POST, which only `SameSite=None; Secure` cookies survive.
+ *
+ * Routes live in their own fastify context so that their form parser (apple posts
+ * `application/x-www-form-urlencoded`) does not reach any other route.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import * as client from 'openid-client';
+import type { Deps } from '../../service.ts';
+import { AppError } from '../../core/errors.ts';
+import { isOkGrant, sessionFromGrant, sessionFragmentUrl } from '../sessions.ts';
+import { hashToken, newOpaqueToken } from '../tokens.ts';
+import * as q from './db.ts';
+import { createProviders, type Identity, type Provider } from './providers.ts';
+
+export const OAUTH_ERRORS = {
+  unsupportedProvider: () => new AppError(400, 'unsupported provider'),
+} as const;
+
+export type OAuthErrorCode = 'invalid_state' | 'access_denied' | 'invalid_request' | 'server_error' | 'unverified_email' | ProviderErrorCode;
+
+/** Error codes a provider may send to the callback (RFC 6749 §4.1.2.1, OpenID Core §3.1.2.6): passed on unchanged. */
+const PROVIDER_ERRORS = [
+  'invalid_request',
+  'unauthorized_client',
+  'access_denied',
+  'unsupported_response_type',
+  'invalid_scope',
+  'server_error',
+  'temporarily_unavailable',
+  'interaction_required',
+  'login_required',
+  'account_selection_required',
+  'consent_required',
+] as const;
+type ProviderErrorCode = (typeof PROVIDER_ERRORS)[number];
+
+export const CALLBACK_PATH = '/auth/v1/callback';
+export const STATE_COOKIE = 'plinth-oauth-state';
+/** Seconds between authorize and callback. */
+export const STATE_TTL = 600;
+/** Apple's form post is small (code, state, user); anything larger is not a callback. */
+const FORM_BODY_LIMIT = 64 * 1024;
+
+function unreachable(status: never): never {
+  throw new Error(`unexpected status ${String(status)}`);
+}
+
+/** Only single string values: a repeated or structured parameter counts as absent. */
+function callbackParams(input: unknown): URLSearchParams {
+  const out = new URLSearchParams();
+  if (input === null || typeof input !== 'object') return out;
+  for (const [k, v] of Object.entries(input)) if (typeof v === 'string') out.set(k, v);
+  return out;
+}
+
+/** Every value of the state cookie in the Cookie header (a tiny parser: one cookie name, no attributes). */
+function stateCookies(req: FastifyRequest): string[] {
+  const header = req.headers.cookie;
+  if (header === undefined) return [];
+  const out: string[] = [];
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0 || part.slice(0, eq).trim() !== STATE_COOKIE) continue;
+    let v = part.slice(eq + 1).trim();
+    if (v.startsWith('"') && v.endsWith('"') && v.length >= 2) v = v.slice(1, -1);
+    out.push(v);
+  }
+  return out;
+}
+
+/**
+ * What a provider failure logs: openid-client's error name, code and message, and the
+ * provider's OAuth error code if it sent one — not the error's `cause`, which can hold
+ * id_token claims (addresses) or response bodies.
+ */
+function describe(err: unknown): Record<string, unknown> {
+  if (!(err instanceof Error)) return { message: String(err) };
+  const e = err as Error & { code?: unknown; error?: unknown; status?: unknown };
+  return { name: e.name, code: e.code, message: e.message, error: e.error, status: e.status };
+}
+
+/** Constant-time comparison of the cookie and the parameter (their SHA-256s, so the lengths match). */
+function sameState(a: string, b: string): boolean {
+  return timingSafeEqual(hashToken(a), hashToken(b));
+}
+
+export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
+  const { config, db, log } = deps;
+  const sql = db.sql;
+  const providers = createProviders(config);
+  const redirectUri = `${config.siteUrl}${CALLBACK_PATH}`;
+  const siteIsHttps = new URL(config.siteUrl).protocol === 'https:';
+
+  function cookie(value: string, maxAge: number, formPost: boolean): string {
+    const sameSite = formPost ? 'SameSite=None; Secure' : `SameSite=Lax${siteIsHttps ? '; Secure' : ''}`;
+    return `${STATE_COOKIE}=${value}; Path=${CALLBACK_PATH}; Max-Age=${maxAge}; HttpOnly; ${sameSite}`;
+  }
+
+  /**
+   * Clear the cookie in both flavours: on an http SITE_URL the Lax one is not Secure, and
+   * only a Secure Set-Cookie may replace a Secure cookie (apple's).
+   */
+  function clearCookies(reply: FastifyReply): FastifyReply {
+    return reply.header('set-cookie', [cookie('', 0, false), cookie('', 0, true)]);
+  }
+
+  function redirect(reply: FastifyReply, location: string): FastifyReply {
+    return reply.code(302).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').header('location', location).send();
+  }
+
+  function fail(reply: FastifyReply, error: OAuthErrorCode, description: string): FastifyReply {
+    const fragment = new URLSearchParams({ error, error_description: description });
+    return redirect(clearCookies(reply), `${config.siteUrl}#${fragment.toString()}`);
+  }
+
+  async function authorize(req: FastifyRequest<{ Querystring: Record<string, unknown> }>, reply: FastifyReply) {
+    const name = req.query.provider;
+    const provider = typeof name === 'string' ? providers.get(name) : undefined;
+    if (provider === undefined) throw OAUTH_ERRORS.unsupportedProvider();
+    const state = client.randomState();
+    const codeVerifier = provider.pkce ? client.randomPKCECodeVerifier() : null;
+    const nonce = provider.nonce ? client.randomNonce() : null;
+    let url: URL;
+    try {
+      const codeChallenge = codeVerifier === null ? null : await client.calculatePKCECodeChallenge(codeVerifier);
+      url = await provider.authorizationUrl({ redirectUri, state, nonce, codeChallenge });
+    } catch (err) {
+      // Only `oidc` can fail here (discovery): the browser goes back to the site with the reason.
+      log.warn({ provider: provider.name, failure: describe(err) }, 'oauth: provider metadata unavailable');
+      return fail(reply, 'server_error', 'the provider is unreachable');
+    }
+    await q.createOAuthState(sql, { stateHash: hashToken(state), provider: provider.name, codeVerifier, nonce, ttlSeconds: STATE_TTL });
+    reply.header('set-cookie', cookie(state, STATE_TTL, provider.formPost));
+    return redirect(reply, url.href);
+  }
+
+  async function callback(req: FastifyRequest, reply: FastifyReply, input: unknown) {
+    const params = callbackParams(input);
+    const state = params.get('state');
+    if (state === null || state === '') return fail(reply, 'invalid_state', 'missing state');
+    if (!stateCookies(req).some((c) => sameState(c, state))) {
+      // Not consumed: a forged callback must not burn the state of the browser's own flow.
+      return fail(reply, 'invalid_state', 'the state does not match this browser');
+    }
+    const consumed = await q.consumeOAuthState(sql, hashToken(state));
+    switch (consumed.status) {
+      case 'ok':
+        break;
+      case 'invalid':
+        return fail(reply, 'invalid_state', 'unknown state');
+      case 'expired':
+        return fail(reply, 'invalid_state', 'the sign-in took too long; please try again');
+      case 'used':
+        return fail(reply, 'invalid_state', 'the state was already used');
+      default:
+        return unreachable(consumed.status);
+    }
+    // The state pins the provider (not the callback's parameters).
+    const provider: Provider | undefined = consumed.provider === null ? undefined : providers.get(consumed.provider);
+    if (provider === undefined) return fail(reply, 'server_error', 'the provider is no longer configured');
+
+    const providerError = params.get('error');
+    if (providerError !== null) {
+      // Apple reports a cancelled sign-in as `user_cancelled_authorize`.
+      const code: OAuthErrorCode =
+        providerError === 'user_cancelled_authorize'
+          ? 'access_denied'
+          : ((PROVIDER_ERRORS as readonly string[]).includes(providerError) ? (providerError as ProviderErrorCode) : 'server_error');
+      log.info({ provider: provider.name, error: providerError }, 'oauth: the provider returned an error');
+      return fail(reply, code, code === 'access_denied' ? 'the sign-in was denied at the provider' : `the provider answered ${code}`);
+    }
+    if (!params.get('code')) return fail(reply, 'invalid_request', 'missing authorization code');
+
+    let identity: Identity;
+    try {
+      identity = await provider.identity(params, { redirectUri, state, codeVerifier: consumed.code_verifier, nonce: consumed.nonce });
+    } catch (err) {
+      log.warn({ provider: provider.name, failure: describe(err) }, 'oauth: code exchange failed');
+      return fail(reply, 'server_error', 'the sign-in with the provider could not be completed');
+    }
+
+    const refresh = newOpaqueToken();
+    const r = await q.oauthSignIn(sql, {
+      provider: provider.name,
+      email: identity.email,
+      emailVerified: identity.emailVerified,
+      refreshHash: refresh.hash,
+      refreshTtl: config.refreshTokenTtl,
+    });
+    switch (r.status) {
+      case 'ok': {
+        if (!isOkGrant(r)) throw new Error('oauth_sign_in: ok without a session');
+        const session = await sessionFromGrant(deps, r, refresh.token);
+        return redirect(clearCookies(reply), sessionFragmentUrl(config.siteUrl, session));
+      }
+      case 'unverified_email':
+        log.info({ provider: provider.name, subject: identity.subject, hasEmail: identity.email !== null }, 'oauth: email not verified by the provider');
+        return fail(reply, 'unverified_email', 'the provider did not confirm a verified email address');
+      default:
+        return unreachable(r.status);
+    }
+  }
+
+  app.register(async (scoped) => {
+    scoped.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_BODY_LIMIT }, (_req, body, done) => {
+      const out: Record<string, string | string[]> = {};
+      for (const [k, v] of new URLSearchParams(body as string)) {
+        const prev = out[k];
+        out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+      }
+      done(null, out);
+    });
+    scoped.get<{ Querystring: Record<string, unknown> }>('/auth/v1/authorize', authorize);
+    scoped.get<{ Querystring: Record<string, unknown> }>(CALLBACK_PATH, (req, reply) => callback(req, reply, req.query));
+    scoped.post(CALLBACK_PATH, (req, reply) => callback(req, reply, req.body));
+  });
+}

@@ -1,0 +1,94 @@
+/**
+ * Token material (contract §3–§4, design.md "Secrets at rest"):
+ * - opaque tokens (refresh tokens and emailed one-time tokens): 32 random bytes (256 bits),
+ *   base64url; the database only ever sees their SHA-256;
+ * - sealing of emailed tokens for the job payload: AES-256-GCM with a key derived from the
+ *   JWT secret by HKDF-SHA256, so no table or job row holds a clear token;
+ * - access tokens: HS256 JWTs signed with jose.
+ */
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes, webcrypto } from 'node:crypto';
+import { SignJWT } from 'jose';
+
+export interface OpaqueToken {
+  /** What the client holds. */
+  token: string;
+  /** SHA-256 of the token: what the database stores. */
+  hash: Buffer;
+}
+
+export function hashToken(token: string): Buffer {
+  return createHash('sha256').update(token, 'utf8').digest();
+}
+
+export function newOpaqueToken(): OpaqueToken {
+  const token = randomBytes(32).toString('base64url');
+  return { token, hash: hashToken(token) };
+}
+
+const sealKeys = new Map<string, Buffer>();
+
+function sealKey(secret: string): Buffer {
+  let key = sealKeys.get(secret);
+  if (key === undefined) {
+    key = Buffer.from(hkdfSync('sha256', secret, 'plinth', 'plinth auth email token seal v1', 32));
+    sealKeys.set(secret, key);
+  }
+  return key;
+}
+
+/** AES-256-GCM: base64url(iv ‖ ciphertext ‖ tag). */
+export function seal(secret: string, plaintext: string): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', sealKey(secret), iv);
+  const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+  return Buffer.concat([iv, body, cipher.getAuthTag()]).toString('base64url');
+}
+
+/** Inverse of `seal`; throws when the text was not sealed with this secret. */
+export function unseal(secret: string, sealed: string): string {
+  const raw = Buffer.from(sealed, 'base64url');
+  if (raw.length < 12 + 16) throw new Error('sealed token too short');
+  const decipher = createDecipheriv('aes-256-gcm', sealKey(secret), raw.subarray(0, 12));
+  decipher.setAuthTag(raw.subarray(raw.length - 16));
+  return Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()]).toString('utf8');
+}
+
+export interface AccessTokenClaims {
+  sub: string;
+  role: string;
+  email: string | null;
+  session_id: string;
+  is_anonymous: boolean;
+}
+
+/**
+ * The HMAC key, imported into WebCrypto once per secret: given raw bytes, jose would import
+ * them again for every token (a measurable share of a refresh).
+ */
+const signingKeys = new Map<string, Promise<webcrypto.CryptoKey>>();
+
+function signingKey(secret: string): Promise<webcrypto.CryptoKey> {
+  let key = signingKeys.get(secret);
+  if (key === undefined) {
+    key = webcrypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+    signingKeys.set(secret, key);
+  }
+  return key;
+}
+
+/** An HS256 access token with the claims of contract §3, valid `ttl` seconds. */
+export async function signAccessToken(secret: string, claims: AccessTokenClaims, ttl: number, now = Math.floor(Date.now() / 1000)): Promise<string> {
+  const key = await signingKey(secret);
+  return new SignJWT({
+    role: claims.role,
+    email: claims.email,
+    aud: 'authenticated',
+    session_id: claims.session_id,
+    is_anonymous: claims.is_anonymous,
+  })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(claims.sub)
+    .setIssuedAt(now)
+    .setExpirationTime(now + ttl)
+    .sign(key);
+}

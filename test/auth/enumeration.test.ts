@@ -1,0 +1,59 @@
+/**
+ * No enumeration (issue item 8): recover and magiclink answer byte for byte the same for
+ * known and unknown addresses, and password sign-in with an unknown address does the same
+ * argon2 work as with a known one (compared by median time, against a real hash's cost).
+ */
+import t from 'tap';
+import { PASSWORD, signUp, startAuthApp, uniqueEmail } from './helpers.ts';
+
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const start = process.hrtime.bigint();
+  await fn();
+  return Number(process.hrtime.bigint() - start) / 1e6;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+t.test('no enumeration', async (t) => {
+  const app = await startAuthApp(t, { worker: false });
+  const { email } = await signUp(app);
+  const unknown = uniqueEmail('nobody');
+
+  t.test('recover and magiclink: identical answers', async (t) => {
+    for (const path of ['/auth/v1/recover', '/auth/v1/magiclink']) {
+      const a = await app.call('POST', path, { body: { email } });
+      const b = await app.call('POST', path, { body: { email: unknown } });
+      t.equal(a.status, 200, path);
+      t.equal(b.status, a.status, path);
+      t.equal(b.text, a.text, `${path}: same bytes`);
+      t.equal(b.headers.get('content-type'), a.headers.get('content-type'));
+    }
+  });
+
+  t.test('sign-in: unknown address costs a hash verification like a wrong password', async (t) => {
+    const wrong = () => app.call('POST', '/auth/v1/token', { body: { grant_type: 'password', email, password: 'not the password' } });
+    const ghost = () => app.call('POST', '/auth/v1/token', { body: { grant_type: 'password', email: unknown, password: PASSWORD } });
+    const cheap = () => app.call('POST', '/auth/v1/token', { body: { grant_type: 'refresh_token', refresh_token: 'nope' } });
+    // Warm up (the dummy hash, the prepared statements).
+    for (let i = 0; i < 2; i++) await Promise.all([wrong(), ghost(), cheap()]);
+    const known: number[] = [];
+    const unknownTimes: number[] = [];
+    const baseline: number[] = [];
+    for (let i = 0; i < 9; i++) {
+      known.push(await timed(wrong));
+      unknownTimes.push(await timed(ghost));
+      baseline.push(await timed(cheap));
+    }
+    const [k, u, b] = [median(known), median(unknownTimes), median(baseline)];
+    t.comment(`median ms: known ${k.toFixed(1)}, unknown ${u.toFixed(1)}, no hashing ${b.toFixed(1)}`);
+    t.ok(k > b * 3, 'a wrong password costs a real argon2 verification');
+    t.ok(u > b * 3, 'so does an unknown address');
+    t.ok(u / k > 0.6 && u / k < 1.6, `comparable times (ratio ${(u / k).toFixed(2)})`);
+    const [r1, r2] = [await wrong(), await ghost()];
+    t.same(r1.body, { error: 'invalid email or password' });
+    t.same(r2.body, r1.body, 'same message');
+  });
+});

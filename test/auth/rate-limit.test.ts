@@ -1,0 +1,106 @@
+/**
+ * AUTH_RATE_LIMIT (interface §8, contract §3): per client IP in any 60-second window,
+ * summed over signup, token, recover and magiclink; a 429 is not counted; it holds across
+ * two instances sharing one database; TRUST_PROXY picks the left-most X-Forwarded-For;
+ * 0 disables.
+ */
+import t from 'tap';
+import { startApp } from '../helpers/app.ts';
+import { createTestDatabase } from '../helpers/database.ts';
+import { PASSWORD, uniqueEmail } from './helpers.ts';
+
+const LIMITED = { error: 'too many requests, try again later' };
+
+t.test('summed over signup, token, recover and magiclink; 429 not counted', async (t) => {
+  const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '4' } });
+  const email = uniqueEmail('rl');
+  const statuses = [
+    (await app.call('POST', '/auth/v1/signup', { body: { email, password: PASSWORD } })).status,
+    (await app.call('POST', '/auth/v1/token', { body: { grant_type: 'password', email, password: PASSWORD } })).status,
+    (await app.call('POST', '/auth/v1/recover', { body: { email } })).status,
+    (await app.call('POST', '/auth/v1/magiclink', { body: { email } })).status,
+  ];
+  t.same(statuses, [201, 200, 200, 200], 'four requests pass');
+  for (const [path, body] of [
+    ['/auth/v1/signup', { email: uniqueEmail(), password: PASSWORD }],
+    ['/auth/v1/token', { grant_type: 'refresh_token', refresh_token: 'x' }],
+    ['/auth/v1/recover', { email }],
+    ['/auth/v1/magiclink', { email }],
+  ] as const) {
+    const r = await app.call('POST', path, { body });
+    t.equal(r.status, 429, path);
+    t.same(r.body, LIMITED, path);
+  }
+  const [{ hits }] = await app.db.sql`select cardinality(hits) as hits from auth_private.rate_limits where bucket = 'auth'`;
+  t.equal(hits, 4, '429 answers were not counted');
+
+  // Other endpoints are not limited.
+  t.equal((await app.call('GET', '/auth/v1/verify?token=x')).status, 400);
+  t.equal((await app.call('POST', '/auth/v1/recover/confirm', { body: { token: 'x', password: PASSWORD } })).status, 400);
+
+  // The window slides: 50 seconds later still limited, past 60 seconds free again.
+  await app.db.sql`update auth_private.rate_limits set hits = array(select h - interval '50 seconds' from unnest(hits) h)`;
+  t.equal((await app.call('POST', '/auth/v1/recover', { body: { email } })).status, 429, 'within the minute');
+  await app.db.sql`update auth_private.rate_limits set hits = array(select h - interval '11 seconds' from unnest(hits) h)`;
+  t.equal((await app.call('POST', '/auth/v1/recover', { body: { email } })).status, 200, 'after the minute');
+});
+
+t.test('invalid requests count too (the limit is on requests, not on successes)', async (t) => {
+  const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '2' } });
+  t.equal((await app.call('POST', '/auth/v1/signup', { body: {} })).status, 400);
+  t.equal((await app.call('POST', '/auth/v1/token', { body: { grant_type: 'password', email: 'x@example.com', password: 'wrong pass' } })).status, 401);
+  const r = await app.call('POST', '/auth/v1/signup', { body: { email: uniqueEmail(), password: PASSWORD } });
+  t.equal(r.status, 429);
+  t.same(r.body, LIMITED);
+});
+
+t.test('one limit across two instances sharing the database', async (t) => {
+  const db = await createTestDatabase(t);
+  const a = await startApp(t, { db, worker: false, env: { AUTH_RATE_LIMIT: '5' } });
+  const b = await startApp(t, { db, worker: false, env: { AUTH_RATE_LIMIT: '5' } });
+  const call = (app: typeof a) => app.call('POST', '/auth/v1/recover', { body: { email: 'someone@example.com' } });
+  // Concurrently, half on each instance: exactly five pass.
+  const results = await Promise.all(Array.from({ length: 10 }, (_, i) => call(i % 2 === 0 ? a : b)));
+  t.equal(results.filter((r) => r.status === 200).length, 5, 'five pass in all');
+  t.equal(results.filter((r) => r.status === 429).length, 5, 'the rest are refused');
+  t.equal((await call(a)).status, 429);
+  t.equal((await call(b)).status, 429);
+});
+
+t.test('TRUST_PROXY=true: the left-most X-Forwarded-For entry is the client', async (t) => {
+  const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '1', TRUST_PROXY: 'true' } });
+  const from = (xff: string) => app.call('POST', '/auth/v1/recover', { body: { email: 'p@example.com' }, headers: { 'x-forwarded-for': xff } });
+  t.equal((await from('203.0.113.7, 10.0.0.1')).status, 200);
+  t.equal((await from('203.0.113.7, 10.0.0.2')).status, 429, 'same client behind another hop');
+  t.equal((await from('203.0.113.8, 10.0.0.1')).status, 200, 'another client');
+  const rows = await app.db.sql`select ip from auth_private.rate_limits order by ip`;
+  t.same(rows.map((r) => r.ip), ['203.0.113.7', '203.0.113.8']);
+});
+
+t.test('TRUST_PROXY=false (default): X-Forwarded-For is ignored', async (t) => {
+  const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '1' } });
+  const from = (xff: string) => app.call('POST', '/auth/v1/recover', { body: { email: 'p@example.com' }, headers: { 'x-forwarded-for': xff } });
+  t.equal((await from('203.0.113.7')).status, 200);
+  const r = await from('203.0.113.99');
+  t.equal(r.status, 429, 'a spoofed header does not buy a new budget');
+  t.same(r.body, LIMITED);
+  const rows = await app.db.sql`select ip from auth_private.rate_limits`;
+  t.match(rows[0].ip, /127\.0\.0\.1/, 'the socket address counts');
+});
+
+t.test('AUTH_RATE_LIMIT=0 disables the limit', async (t) => {
+  const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '0' } });
+  const results = await Promise.all(Array.from({ length: 40 }, () => app.call('POST', '/auth/v1/recover', { body: { email: 'z@example.com' } })));
+  t.ok(results.every((r) => r.status === 200));
+  const [{ n }] = await app.db.sql`select count(*)::int as n from auth_private.rate_limits`;
+  t.equal(n, 0, 'nothing counted');
+});
+
+t.test('default AUTH_RATE_LIMIT is 30 per minute', async (t) => {
+  const app = await startApp(t, { worker: false });
+  t.equal(app.config.authRateLimit, 30);
+  const results = [];
+  for (let i = 0; i < 31; i++) results.push((await app.call('POST', '/auth/v1/recover', { body: { email: 'd@example.com' } })).status);
+  t.same(results.slice(0, 30), Array(30).fill(200));
+  t.equal(results[30], 429);
+});
