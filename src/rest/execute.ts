@@ -25,9 +25,16 @@ interface ResultRow {
   total?: string | number | null;
 }
 
+/**
+ * Always the extended protocol, prepared: the driver would otherwise send a statement
+ * without parameters (an unfiltered GET, an RPC without arguments) as a simple query,
+ * parsed and planned on every request. (`simple` is read by the driver but not in its types.)
+ */
+const PREPARED = { prepare: true, simple: false } as postgres.UnsafeQueryOptions;
+
 /** Send the statement; it runs when the query is executed or awaited. */
 export function run(c: Sql, p: Prepared): postgres.PendingQuery<postgres.Row[]> {
-  return c.unsafe(p.plan.text, p.params as postgres.ParameterOrJSON<never>[], { prepare: true });
+  return c.unsafe(p.plan.text, p.params as postgres.ParameterOrJSON<never>[], PREPARED);
 }
 
 export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {

@@ -50,6 +50,15 @@ async function waitHealthy(url: string, limitMs: number): Promise<boolean> {
   return false;
 }
 
+async function waitFor(check: () => boolean, limitMs: number): Promise<boolean> {
+  const until = Date.now() + limitMs;
+  while (!check()) {
+    if (Date.now() > until) return false;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return true;
+}
+
 t.test('embedded PostgreSQL: start, persist, restart', { timeout: 170_000 }, async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'plinth-embedded-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -60,6 +69,8 @@ t.test('embedded PostgreSQL: start, persist, restart', { timeout: 170_000 }, asy
   const first = start(env);
   t.teardown(() => first.child.kill('SIGKILL'));
   t.ok(await waitHealthy(url, 60_000), 'GET /health answers 200 within 60 s of a cold start');
+  // The keys are printed once the worker runs too, a moment after the server listens.
+  t.ok(await waitFor(() => /SERVICE_ROLE_KEY=\S+\n/.test(first.stdout()), 10_000), 'start-up banner printed');
   t.match(first.stdout(), /DATABASE_URL=postgres:\/\/postgres:[^@]+@127\.0\.0\.1:\d+\/plinth/, 'prints the embedded DATABASE_URL');
   t.match(first.stdout(), /ANON_KEY=ey/, 'prints the anon key');
   t.match(first.stdout(), /SERVICE_ROLE_KEY=ey/, 'prints the service-role key');
@@ -77,6 +88,7 @@ t.test('embedded PostgreSQL: start, persist, restart', { timeout: 170_000 }, asy
   const second = start(env);
   t.teardown(() => second.child.kill('SIGKILL'));
   t.ok(await waitHealthy(url, 60_000), 'the second start is healthy');
+  t.ok(await waitFor(() => /SERVICE_ROLE_KEY=\S+\n/.test(second.stdout()), 10_000), 'start-up banner printed again');
   t.notMatch(second.stdout(), /initialising the embedded PostgreSQL/, 'the second start reuses the cluster');
   t.equal(/SERVICE_ROLE_KEY=(\S+)/.exec(second.stdout())?.[1], serviceKey, 'and prints the same keys');
   const get = await fetch(url + '/api/sql', {

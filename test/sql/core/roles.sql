@@ -1,6 +1,6 @@
 -- The API roles and the claim helpers (contract §5).
 begin;
-select plan(17);
+select plan(19);
 
 select has_role('anon');
 select has_role('authenticated');
@@ -29,6 +29,18 @@ select tests.reset_role();
 -- New functions are not executable by PUBLIC (contract §9).
 create function public.t_probe() returns int language sql as 'select 1';
 select ok(not has_function_privilege('anon', 'public.t_probe()', 'execute'), 'new functions are not executable by anon without a grant');
+
+-- The claim helpers are inlined into policies (no SET clause, not security definer).
+select is((select proconfig from pg_proc where oid = 'auth.uid()'::regprocedure), null, 'auth.uid() has no SET clause');
+create table public.t_owned (id int, owner uuid);
+create function tests.plan_of(q text) returns text language plpgsql as $$
+declare v text; r record;
+begin
+  v := '';
+  for r in execute 'explain (verbose, costs off) ' || q loop v := v || r."QUERY PLAN" || ' '; end loop;
+  return v;
+end $$;
+select ok(tests.plan_of('select * from public.t_owned where owner = auth.uid()') !~ 'auth\.uid', 'auth.uid() is inlined into a query');
 
 select * from finish();
 rollback;
