@@ -108,10 +108,16 @@ interface Teardownable {
   teardown(fn: () => unknown): void;
 }
 
-/** A fresh database cloned from the template, dropped when the test `t` ends. */
-export async function createTestDatabase(t: Teardownable): Promise<TestDatabase> {
+export interface ClonedDatabase {
+  name: string;
+  url: string;
+  drop(): Promise<void>;
+}
+
+/** A fresh clone of the template, named `<prefix><random>`; the caller drops it. */
+export async function cloneTemplate(prefix = 't_'): Promise<ClonedDatabase> {
   const template = await ensureTemplate();
-  const name = `t_${randomBytes(6).toString('hex')}`;
+  const name = `${prefix}${randomBytes(6).toString('hex')}`;
   const admin = postgres(serverUrl(), { max: 1, onnotice: () => {} });
   try {
     for (let attempt = 0; ; attempt++) {
@@ -130,13 +136,24 @@ export async function createTestDatabase(t: Teardownable): Promise<TestDatabase>
   } finally {
     await admin.end();
   }
-  const url = serverUrl(name);
-  const sql = postgres(url, { max: 2, onnotice: () => {} });
+  return {
+    name,
+    url: serverUrl(name),
+    async drop() {
+      const a = postgres(serverUrl(), { max: 1, onnotice: () => {} });
+      await a.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
+      await a.end();
+    },
+  };
+}
+
+/** A fresh database cloned from the template, dropped when the test `t` ends. */
+export async function createTestDatabase(t: Teardownable): Promise<TestDatabase> {
+  const clone = await cloneTemplate('t_');
+  const sql = postgres(clone.url, { max: 2, onnotice: () => {} });
   t.teardown(async () => {
     await sql.end({ timeout: 1 });
-    const a = postgres(serverUrl(), { max: 1, onnotice: () => {} });
-    await a.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
-    await a.end();
+    await clone.drop();
   });
-  return { name, url, sql };
+  return { name: clone.name, url: clone.url, sql };
 }

@@ -1,0 +1,535 @@
+/**
+ * `npm run bench -- [--quick] [--json FILE] [--only a,b] [--connections N] [--cpu-prof] [--cpu-prof-dir DIR]`
+ *
+ * Issue 6. Makes its own database (a clone of the test template plus the fixtures in
+ * fixtures.ts), starts the service (server.ts) and the baselines (baseline.ts) in their own
+ * processes, and runs each scenario (scenarios.ts) beside its baseline:
+ *
+ *   warm-up of both → rounds of (baseline, service) at saturation, alternating the order
+ *   → service at a fixed moderate rate
+ *
+ * With --cpu-prof both children run under `--cpu-prof`; at the end the service's self time
+ * by package and function is printed, with main-thread CPU per request beside the baseline's.
+ *
+ * The rate at saturation is 2xx responses per second with `connections` in flight
+ * (autocannon, in this process). Latency is measured open-loop at a fixed moderate rate:
+ * half the baseline's rate, at most 60 % of the service's own. RSS, event-loop utilisation
+ * and event-loop delay are the service process's own, sent over IPC.
+ *
+ * Exit status: 1 when a scenario errors out (> 1 % non-2xx, or it could not run), 0
+ * otherwise; a missed target prints MISS and does not fail the run. A scenario whose
+ * endpoint answers 404 (the area is not built yet) is reported as unavailable.
+ */
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { createBenchDatabase, storedPasswordHash, type BenchDatabase } from './fixtures.ts';
+import { startChild, type Child, type ProcessStats } from './ipc.ts';
+import { once, paced, saturate, type RequestSpec, type Traffic } from './load.ts';
+import { formatComparison, formatProfile, summariseProfile } from './profile.ts';
+import { RUN_ORDER, SCENARIOS, TokenPool, mintUserToken, type Env, type Scenario } from './scenarios.ts';
+import type { ServerReady } from './server.ts';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const JWT_SECRET = 'plinth-bench-secret-plinth-bench-secret-0123456789';
+const PASSWORD = 'bench-password-0123';
+const USERS = 8;
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    json: { type: 'string' },
+    only: { type: 'string' },
+    connections: { type: 'string' },
+    'cpu-prof': { type: 'boolean', default: false },
+    'cpu-prof-dir': { type: 'string' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+  allowPositionals: false,
+});
+
+if (args.help) {
+  console.log(`npm run bench -- [--quick] [--json FILE] [--only name,name] [--connections N] [--cpu-prof] [--cpu-prof-dir DIR]
+scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  process.exit(0);
+}
+
+interface Durations {
+  /** Warm-up of each side, s. */
+  warm: number;
+  /** Rounds of (baseline, service) at saturation, and the length of each slice, s. */
+  rounds: number;
+  sat: number;
+  /** Service at the fixed rate, s. */
+  paced: number;
+}
+const D: Durations = args.quick ? { warm: 0.3, rounds: 2, sat: 0.6, paced: 0.8 } : { warm: 1, rounds: 6, sat: 1.2, paced: 3 };
+const CONNECTIONS = Number(args.connections ?? 16);
+const POOL = process.env.DB_POOL_SIZE ?? '10';
+const only = args.only ? new Set(args.only.split(',').map((s) => s.trim())) : null;
+if (only) for (const n of only) if (!SCENARIOS.some((s) => s.name === n)) throw new Error(`unknown scenario ${n}`);
+const profDir = args['cpu-prof'] || args['cpu-prof-dir'] ? resolve(args['cpu-prof-dir'] ?? mkdtempSync(join(tmpdir(), 'plinth-bench-prof-'))) : null;
+
+// Hard bound: whatever happens, the run stops.
+const HARD_LIMIT_S = args.quick ? 90 : 300;
+const hardStop = setTimeout(() => {
+  console.error(`bench: still running after ${HARD_LIMIT_S} s; stopping`);
+  void cleanup().finally(() => process.exit(1));
+}, HARD_LIMIT_S * 1000);
+hardStop.unref();
+
+type Status = 'PASS' | 'MISS' | 'INFO' | 'ERROR' | 'UNAVAILABLE';
+
+interface Row {
+  name: string;
+  status: Status;
+  rps: number | null;
+  baseline_rps: number | null;
+  ratio: number | null;
+  p50_ms: number | null;
+  p99_ms: number | null;
+  rss_mb: number | null;
+  target: string;
+  baseline: string;
+  /** The fixed rate latency was measured at. */
+  rate_rps: number | null;
+  elu: number | null;
+  eld_p99_ms: number | null;
+  non2xx_share: number | null;
+  note?: string;
+}
+
+let db: BenchDatabase | null = null;
+let service: Child | null = null;
+let baseline: Child | null = null;
+const dataDir = mkdtempSync(join(tmpdir(), 'plinth-bench-'));
+
+async function cleanup(): Promise<void> {
+  await Promise.all([service?.stop(), baseline?.stop()]).catch(() => {});
+  service = baseline = null;
+  await db?.drop().catch((err: unknown) => console.error('bench: could not drop the database:', err));
+  db = null;
+  rmSync(dataDir, { recursive: true, force: true });
+}
+
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    console.error(`bench: ${sig}, cleaning up`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const k of ['PATH', 'HOME', 'TMPDIR', 'UV_THREADPOOL_SIZE', 'NODE_ENV']) if (process.env[k] !== undefined) env[k] = process.env[k];
+  return { ...env, ...extra };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const log = (msg: string) => process.stderr.write(`bench: ${msg}\n`);
+
+function firstRequest(t: Traffic): RequestSpec | null {
+  return t.next ? t.next() : t.requests![0];
+}
+
+/** Make sure the pool holds `n` unused refresh tokens: guest sessions (cheap), else password sign-ins. */
+async function ensureTokens(url: string, env: Env, n: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  let guests = true;
+  while (env.tokens.size < n) {
+    if (Date.now() > deadline) throw new Error(`could not prepare ${n} refresh tokens (have ${env.tokens.size})`);
+    const want = Math.min(n - env.tokens.size, guests ? 32 : 4);
+    const results = await Promise.all(
+      Array.from({ length: want }, (_, i) => {
+        const u = env.users[i % env.users.length];
+        return guests
+          ? once(url, { method: 'POST', path: '/auth/v1/anonymous', headers: { 'content-type': 'application/json', apikey: env.anonKey }, body: '{}' })
+          : once(url, {
+              method: 'POST',
+              path: '/auth/v1/token',
+              headers: { 'content-type': 'application/json', apikey: env.anonKey },
+              body: JSON.stringify({ grant_type: 'password', email: u.email, password: u.password }),
+            });
+      }),
+    );
+    for (const r of results) env.tokens.collect(r.status, r.body);
+    if (results.every((r) => r.status < 200 || r.status >= 300)) {
+      if (!guests) throw new Error(`password sign-in failed: ${results[0].status} ${results[0].body.slice(0, 200)}`);
+      guests = false;
+    }
+  }
+}
+
+interface Ctx {
+  env: Env;
+  serviceUrl: string;
+  baselineUrl: string;
+  /** null: the auth area is not there; otherwise the stored argon2 hash of user 0 (or null if unknown). */
+  auth: { hash: string | null } | null;
+  authProblem: string | null;
+}
+
+async function runScenario(s: Scenario, ctx: Ctx): Promise<Row> {
+  const row: Row = {
+    name: s.name,
+    status: 'ERROR',
+    rps: null,
+    baseline_rps: null,
+    ratio: null,
+    p50_ms: null,
+    p99_ms: null,
+    rss_mb: null,
+    target: s.target.kind === 'ratio' ? `≥ ${s.target.min}` : s.target.kind === 'rps' ? `≥ ${s.target.min}/s` : '—',
+    baseline: s.baselineLabel,
+    rate_rps: null,
+    elu: null,
+    eld_p99_ms: null,
+    non2xx_share: null,
+  };
+  const conns = s.connections ?? CONNECTIONS;
+  // In-flight requests abandoned at the end of a slice must not spill into the next one.
+  const settle = () => sleep(s.name === 'password-signin' ? (args.quick ? 300 : 500) : 100);
+  if (s.needsAuth && ctx.auth === null) {
+    row.status = 'UNAVAILABLE';
+    row.note = `endpoint unavailable: ${ctx.authProblem}`;
+    return row;
+  }
+  const refresh = s.name === 'token-refresh';
+  const topUp = () => (refresh ? ensureTokens(ctx.serviceUrl, ctx.env, 2 * conns + 16) : Promise.resolve());
+
+  await topUp();
+  const svc = s.service(ctx.env);
+  // Probe: 404 = the area is not built yet.
+  const probeSpec = firstRequest(svc);
+  if (!probeSpec) throw new Error('no request to probe with');
+  const probe = await once(ctx.serviceUrl, probeSpec);
+  svc.onResponse?.(probe.status, probe.body);
+  if (probe.status === 404) {
+    row.status = 'UNAVAILABLE';
+    row.note = `endpoint unavailable: ${probeSpec.method} ${probeSpec.path.split('?')[0]} → 404 ${probe.body.slice(0, 80)}`;
+    return row;
+  }
+  if (probe.status < 200 || probe.status >= 300) {
+    row.note = `${probeSpec.method} ${probeSpec.path} → ${probe.status} ${probe.body.slice(0, 200)}`;
+    return row;
+  }
+
+  // Baseline and service at saturation, in alternating rounds (B S, S B, B S …) so that a
+  // drift in the machine's background load hits both sides alike.
+  const base = s.baseline(ctx.env);
+  const argon2Hash = base === 'argon2' ? ctx.auth?.hash ?? null : null;
+  if (base === 'argon2') {
+    if (argon2Hash === null) {
+      row.note = 'no stored argon2 hash found (auth_private.passwords); ceiling not measured';
+    } else {
+      // PHC string: $argon2id$v=19$m=…,t=…,p=…$salt$hash (the order of m, t, p varies).
+      const params = argon2Hash.split('$')[3] ?? '';
+      row.baseline = `bare argon2.verify (${params.includes('m=') ? params.split(',').sort().join(' ') : 'stored hash'}), ${conns} in flight`;
+    }
+  }
+  const baseSlice = async (seconds: number): Promise<{ ok: number; seconds: number; bad: number; total: number; codes: Record<string, number> }> => {
+    if (base === 'argon2') {
+      if (argon2Hash === null) return { ok: 0, seconds, bad: 0, total: 0, codes: {} };
+      const a = await baseline!.call<{ ops: number; failures: number; seconds: number }>(
+        'argon2',
+        { hash: argon2Hash, password: PASSWORD, concurrency: conns, durationMs: seconds * 1000 },
+        seconds * 1000 + 30_000,
+      );
+      if (a.failures > 0) throw new Error('argon2.verify returned false for the stored hash');
+      return { ok: a.ops, seconds: a.seconds, bad: 0, total: a.ops, codes: {} };
+    }
+    const b = await saturate(ctx.baselineUrl, base, conns, seconds);
+    return { ok: b.ok, seconds: b.seconds, bad: b.non2xx + b.errors, total: b.total, codes: b.statusCodes };
+  };
+  const svcSlice = async (seconds: number) => {
+    await topUp();
+    await service!.resetStats();
+    const r = await saturate(ctx.serviceUrl, svc, conns, seconds);
+    const st: ProcessStats = await service!.stats();
+    return { r, st };
+  };
+
+  // Warm-up (JIT, connection pools, plan caches), not measured.
+  if (base !== 'argon2') await baseSlice(D.warm);
+  await topUp();
+  await saturate(ctx.serviceUrl, svc, conns, D.warm);
+  await settle();
+
+  const B = { ok: 0, seconds: 0, bad: 0, total: 0, codes: {} as Record<string, number> };
+  const S = { ok: 0, seconds: 0, non2xx: 0, errors: 0, total: 0, codes: {} as Record<string, number>, eluSum: 0, rss: 0 };
+  for (let round = 0; round < D.rounds; round++) {
+    const order = round % 2 === 0 ? ['b', 's'] : ['s', 'b'];
+    for (const side of order) {
+      if (side === 'b') {
+        const b = await baseSlice(D.sat);
+        B.ok += b.ok;
+        B.seconds += b.seconds;
+        B.bad += b.bad;
+        B.total += b.total;
+        for (const [c, n] of Object.entries(b.codes)) B.codes[c] = (B.codes[c] ?? 0) + n;
+      } else {
+        const { r, st } = await svcSlice(D.sat);
+        S.ok += r.ok;
+        S.seconds += r.seconds;
+        S.non2xx += r.non2xx;
+        S.errors += r.errors;
+        S.total += r.total;
+        for (const [c, n] of Object.entries(r.statusCodes)) S.codes[c] = (S.codes[c] ?? 0) + n;
+        S.eluSum += st.elu * r.seconds;
+        S.rss = Math.max(S.rss, st.rss_mb);
+      }
+      await settle();
+    }
+  }
+  if (base !== 'argon2' && (B.ok === 0 || B.bad / B.total > 0.01)) {
+    row.note = `baseline failed: ${JSON.stringify(B.codes)}`;
+    return row;
+  }
+  if (B.ok > 0) row.baseline_rps = B.ok / B.seconds;
+  const r = { rps: S.ok / S.seconds, ok: S.ok, non2xx: S.non2xx, errors: S.errors, total: S.total, statusCodes: S.codes };
+  row.rps = r.rps;
+  row.elu = Math.round((S.eluSum / S.seconds) * 100) / 100;
+  row.rss_mb = S.rss;
+  if (row.baseline_rps) row.ratio = r.rps / row.baseline_rps;
+
+  // Service at a fixed moderate rate.
+  // Half the baseline's rate; at most 60 % of the service's own, so that a service far below
+  // its baseline is measured loaded, not overloaded (a queue that only grows).
+  const rate = Math.max(1, Math.round(Math.min(row.baseline_rps ? 0.5 * row.baseline_rps : 0.5 * r.rps, 0.6 * r.rps)));
+  row.rate_rps = rate;
+  await topUp();
+  await service!.resetStats();
+  const p = await paced(ctx.serviceUrl, svc, rate, D.paced);
+  const pacedStats = await service!.stats();
+  await settle();
+  row.p50_ms = p.p50_ms;
+  row.p99_ms = p.p99_ms;
+  row.eld_p99_ms = pacedStats.eld_p99_ms;
+  row.rss_mb = Math.max(row.rss_mb, pacedStats.rss_mb);
+
+  const failed = r.non2xx + r.errors + p.non2xx + p.errors;
+  const total = r.total + Math.max(p.sent, p.ok + p.non2xx + p.errors);
+  row.non2xx_share = total ? failed / total : 1;
+  if (r.ok === 0 || row.non2xx_share > 0.01) {
+    row.status = 'ERROR';
+    const codes = Object.entries(r.statusCodes)
+      .filter(([c]) => !c.startsWith('2'))
+      .map(([c, n]) => `${c}×${n}`)
+      .join(' ');
+    row.note = `${(row.non2xx_share * 100).toFixed(1)} % non-2xx (${codes || 'none'}; errors ${r.errors + p.errors}, paced non-2xx ${p.non2xx})`;
+    return row;
+  }
+  if (s.target.kind === 'ratio') row.status = row.ratio === null ? 'INFO' : row.ratio >= s.target.min ? 'PASS' : 'MISS';
+  else if (s.target.kind === 'rps') row.status = r.rps >= s.target.min ? 'PASS' : 'MISS';
+  else row.status = 'INFO';
+  return row;
+}
+
+function fmt(n: number | null, digits = 0): string {
+  return n === null || Number.isNaN(n) ? '—' : n.toFixed(digits);
+}
+
+function printTable(rows: Row[]): void {
+  const head = ['scenario', 'rps', 'baseline', 'ratio', 'target', 'rate', 'p50 ms', 'p99 ms', 'rss MB', 'elu', 'eld p99', 'result'];
+  const body = rows.map((r) => [
+    r.name,
+    fmt(r.rps),
+    fmt(r.baseline_rps),
+    fmt(r.ratio, 2),
+    r.target,
+    fmt(r.rate_rps),
+    fmt(r.p50_ms, 1),
+    fmt(r.p99_ms, 1),
+    fmt(r.rss_mb),
+    fmt(r.elu, 2),
+    fmt(r.eld_p99_ms, 1),
+    r.status,
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 || i === cells.length - 1 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(line(head));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const b of body) console.log(line(b));
+  console.log('');
+  for (const r of rows) console.log(`${r.name}: baseline = ${r.baseline}${r.note ? `; ${r.note}` : ''}`);
+}
+
+async function main(): Promise<number> {
+  const started = Date.now();
+  const selected = RUN_ORDER.map((n) => SCENARIOS.find((s) => s.name === n)!).filter((s) => !only || only.has(s.name));
+  log(`${args.quick ? 'quick' : 'full'} run: ${selected.length} scenarios, ${CONNECTIONS} connections, pool ${POOL}, ${availableParallelism()} cores`);
+
+  db = await createBenchDatabase();
+  const serviceEnv = childEnv({
+    JWT_SECRET,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'error',
+    AUTH_RATE_LIMIT: '0',
+    ANONYMOUS_RATE_LIMIT: '0',
+    ALLOW_ANONYMOUS_SIGNIN: 'true',
+    MIGRATE_ON_START: 'false',
+    DB_POOL_SIZE: POOL,
+    DATABASE_URL: db.url,
+  });
+  const profArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
+  // --expose-gc only lets the driver ask for a full GC at the end (what the heap retains).
+  const serviceArgs = [...profArgs, '--expose-gc'];
+  const [svc, base] = await Promise.all([
+    startChild<ServerReady>('service', join(HERE, 'server.ts'), { env: serviceEnv, execArgv: serviceArgs }),
+    startChild<{ url: string }>('baseline', join(HERE, 'baseline.ts'), { env: childEnv({ DATABASE_URL: db.url, DB_POOL_SIZE: POOL }), execArgv: profArgs }),
+  ]);
+  service = svc.child;
+  baseline = base.child;
+
+  const env: Env = {
+    anonKey: svc.ready.anonKey,
+    userToken: await mintUserToken(JWT_SECRET),
+    users: Array.from({ length: USERS }, (_, i) => ({ email: `bench-${i}@example.com`, password: PASSWORD })),
+    tokens: new TokenPool(),
+  };
+  const ctx: Ctx = { env, serviceUrl: svc.ready.url, baselineUrl: base.ready.url, auth: null, authProblem: null };
+
+  // Accounts for the auth scenarios (their sessions go into the refresh-token pool).
+  if (selected.some((s) => s.needsAuth)) {
+    const signups = await Promise.all(
+      env.users.map((u) =>
+        once(ctx.serviceUrl, {
+          method: 'POST',
+          path: '/auth/v1/signup',
+          headers: { 'content-type': 'application/json', apikey: env.anonKey },
+          body: JSON.stringify({ email: u.email, password: u.password }),
+        }),
+      ),
+    );
+    const bad = signups.find((r) => r.status < 200 || r.status >= 300);
+    if (bad) {
+      ctx.authProblem = `POST /auth/v1/signup → ${bad.status} ${bad.body.slice(0, 80)}`;
+    } else {
+      for (const r of signups) env.tokens.collect(r.status, r.body);
+      ctx.auth = { hash: await storedPasswordHash(db.url, env.users[0].email) };
+    }
+  }
+  const idleStats = { service: await service.stats(), baseline: await baseline.stats() };
+  const idle = { service: idleStats.service.rss_mb, baseline: idleStats.baseline.rss_mb };
+  log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s; idle RSS: service ${idle.service} MB (heap ${idleStats.service.heap_used_mb} MB), baseline ${idle.baseline} MB`);
+
+  const rows: Row[] = [];
+  for (const s of selected) {
+    const t0 = Date.now();
+    let row: Row;
+    try {
+      row = await runScenario(s, ctx);
+    } catch (err) {
+      row = {
+        name: s.name,
+        status: 'ERROR',
+        rps: null,
+        baseline_rps: null,
+        ratio: null,
+        p50_ms: null,
+        p99_ms: null,
+        rss_mb: null,
+        target: '',
+        baseline: s.baselineLabel,
+        rate_rps: null,
+        elu: null,
+        eld_p99_ms: null,
+        non2xx_share: null,
+        note: err instanceof Error ? err.message : String(err),
+      };
+    }
+    rows.push(row);
+    log(`${s.name}: ${row.status}${row.ratio !== null ? ` ratio ${row.ratio.toFixed(2)}` : ''}${row.rps !== null ? ` ${row.rps.toFixed(0)}/s` : ''} (${((Date.now() - t0) / 1000).toFixed(1)} s)${row.note ? ` — ${row.note}` : ''}`);
+  }
+
+  const baselineEnd = await baseline.stats().catch(() => null);
+  const serviceEnd = await service.stats().catch(() => null);
+  const serviceAfterGc = await service.call<{ heap_used_mb: number; rss_mb: number }>('gc').catch(() => null);
+  const baselineRssEnd = baselineEnd?.rss_mb ?? null;
+  const pids = { service: service.proc.pid, baseline: baseline.proc.pid };
+  await cleanup();
+
+  // Report in the issue's order.
+  const ordered = SCENARIOS.map((s) => rows.find((r) => r.name === s.name)).filter((r): r is Row => r !== undefined);
+  console.log('');
+  printTable(ordered);
+  const seconds = (Date.now() - started) / 1000;
+  console.log(
+    `\n${args.quick ? 'quick' : 'full'} run, ${seconds.toFixed(0)} s; ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), Node ${process.version}; ` +
+      `load: autocannon ${CONNECTIONS} connections (sign-in 8) in the driver process, on the same cores as the service and PostgreSQL; ` +
+      `saturation ${D.rounds} × ${D.sat} s per side, alternating, fixed rate ${D.paced} s; p50/p99 at the fixed rate; elu at saturation; eld p99 at the fixed rate.`,
+  );
+
+  if (args.json) {
+    const out = {
+      meta: {
+        date: new Date().toISOString(),
+        quick: args.quick,
+        node: process.version,
+        cores: availableParallelism(),
+        connections: CONNECTIONS,
+        db_pool_size: Number(POOL),
+        idle_rss_mb: idle,
+        baseline_rss_mb_end: baselineRssEnd,
+        service_end: serviceEnd,
+        service_after_full_gc: serviceAfterGc,
+        durations_s: D,
+      },
+      scenarios: ordered.map((r) => ({
+        name: r.name,
+        rps: r.rps === null ? null : Math.round(r.rps),
+        baseline_rps: r.baseline_rps === null ? null : Math.round(r.baseline_rps),
+        ratio: r.ratio === null ? null : Math.round(r.ratio * 1000) / 1000,
+        p50_ms: r.p50_ms,
+        p99_ms: r.p99_ms,
+        rss_mb: r.rss_mb,
+        status: r.status,
+        target: r.target,
+        baseline: r.baseline,
+        rate_rps: r.rate_rps,
+        elu: r.elu,
+        eld_p99_ms: r.eld_p99_ms,
+        non2xx_share: r.non2xx_share,
+        ...(r.note ? { note: r.note } : {}),
+      })),
+    };
+    writeFileSync(resolve(args.json), JSON.stringify(out, null, 2) + '\n');
+    console.log(`wrote ${resolve(args.json)}`);
+  }
+
+  if (profDir) {
+    // Node names a profile CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile.
+    const find = (pid: number | undefined) =>
+      readdirSync(profDir)
+        .filter((f) => f.endsWith('.cpuprofile') && f.split('.')[3] === String(pid))
+        .map((f) => join(profDir, f))[0];
+    const svcFile = find(pids.service);
+    const baseFile = find(pids.baseline);
+    if (svcFile) {
+      const svcSum = summariseProfile(svcFile, 30);
+      console.log(`\nCPU profile of the service process (${serviceEnd?.requests ?? '?'} requests): ${svcFile}\n`);
+      console.log(formatProfile(svcSum));
+      if (baseFile && serviceEnd?.requests && baselineEnd?.requests) {
+        const baseSum = summariseProfile(baseFile, 30);
+        console.log(`\nbaseline process (${baselineEnd.requests} requests): ${baseFile}`);
+        console.log(formatComparison(svcSum, serviceEnd.requests, baseSum, baselineEnd.requests));
+      }
+    } else console.log(`\nno CPU profile written under ${profDir}`);
+  }
+
+  return rows.some((r) => r.status === 'ERROR') ? 1 : 0;
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (err) {
+  console.error('bench failed:', err);
+  await cleanup();
+}
+clearTimeout(hardStop);
+process.exit(code);

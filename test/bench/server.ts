@@ -1,0 +1,29 @@
+/**
+ * The service under test, in its own process (forked by test/bench/index.ts): the real
+ * `startService` with the environment the driver gives (fixed JWT_SECRET, AUTH_RATE_LIMIT=0,
+ * DATABASE_URL of the bench database). Answers the driver's IPC commands (stats, exit).
+ */
+import { loadConfig } from '../../src/core/config.ts';
+import { createLogger } from '../../src/core/log.ts';
+import { startService } from '../../src/service.ts';
+import { sendFailed, sendReady, serveCommands } from './ipc.ts';
+
+export interface ServerReady {
+  url: string;
+  anonKey: string;
+  serviceRoleKey: string;
+  pid: number;
+}
+
+try {
+  const config = await loadConfig(process.env);
+  const log = createLogger(config.logLevel);
+  const service = await startService(config, log, {
+    databaseUrl: process.env.DATABASE_URL!,
+    worker: process.env.BENCH_WORKER !== 'false',
+  });
+  serveCommands({}, () => service.close(), service.app.server);
+  sendReady({ url: service.url, anonKey: config.anonKey, serviceRoleKey: config.serviceRoleKey, pid: process.pid } satisfies ServerReady);
+} catch (err) {
+  sendFailed(err);
+}
