@@ -171,8 +171,9 @@ interface Ctx {
   authProblem: string | null;
 }
 
-async function runScenario(s: Scenario, ctx: Ctx): Promise<Row> {
-  const row: Row = {
+/** A scenario's row before anything is measured (status ERROR until it runs). */
+function emptyRow(s: Scenario): Row {
+  return {
     name: s.name,
     status: 'ERROR',
     rps: null,
@@ -188,6 +189,11 @@ async function runScenario(s: Scenario, ctx: Ctx): Promise<Row> {
     eld_p99_ms: null,
     non2xx_share: null,
   };
+}
+
+async function runScenario(s: Scenario, ctx: Ctx): Promise<Row> {
+  const row: Row = emptyRow(s);
+
   const conns = s.connections ?? CONNECTIONS;
   // In-flight requests abandoned at the end of a slice must not spill into the next one.
   const settle = () => sleep(s.name === 'password-signin' ? (args.quick ? 300 : 500) : 100);
@@ -424,23 +430,7 @@ async function main(): Promise<number> {
     try {
       row = await runScenario(s, ctx);
     } catch (err) {
-      row = {
-        name: s.name,
-        status: 'ERROR',
-        rps: null,
-        baseline_rps: null,
-        ratio: null,
-        p50_ms: null,
-        p99_ms: null,
-        rss_mb: null,
-        target: '',
-        baseline: s.baselineLabel,
-        rate_rps: null,
-        elu: null,
-        eld_p99_ms: null,
-        non2xx_share: null,
-        note: err instanceof Error ? err.message : String(err),
-      };
+      row = { ...emptyRow(s), note: err instanceof Error ? err.message : String(err) };
     }
     rows.push(row);
     log(`${s.name}: ${row.status}${row.ratio !== null ? ` ratio ${row.ratio.toFixed(2)}` : ''}${row.rps !== null ? ` ${row.rps.toFixed(0)}/s` : ''} (${((Date.now() - t0) / 1000).toFixed(1)} s)${row.note ? ` — ${row.note}` : ''}`);
