@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TaskList } from 'graphile-worker';
 import type { RuntimeConfig } from './core/config.ts';
 import { Credentials } from './core/credentials.ts';
+import type { Area, Deps } from './core/area.ts';
 import { Db } from './core/db.ts';
 import { buildHttp } from './core/http.ts';
 import type { Logger } from './core/log.ts';
@@ -17,21 +18,7 @@ import { devArea } from './dev/index.ts';
 import { restArea } from './rest/index.ts';
 import { authArea } from './auth/index.ts';
 
-export interface Deps {
-  config: RuntimeConfig;
-  db: Db;
-  log: Logger;
-  credentials: Credentials;
-}
-
-export interface Area {
-  name: string;
-  register(app: FastifyInstance, deps: Deps): void | Promise<void>;
-  /** graphile-worker tasks, named `<area>__<action>`, bound to this service's deps. */
-  tasks?(deps: Deps): TaskList;
-  /** Called on shutdown after the HTTP server stopped accepting. */
-  close?(): void | Promise<void>;
-}
+export type { Area, Deps };
 
 export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea];
 

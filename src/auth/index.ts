@@ -7,7 +7,7 @@
 
  */
 import type { Task, TaskList } from 'graphile-worker';
-import type { Area, Deps } from '../service.ts';
+import type { Area, Deps } from '../core/area.ts';
 import { purgeExpired, schedulePurge } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';

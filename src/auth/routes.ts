@@ -9,7 +9,7 @@
  * Level None endpoints never look at Authorization or apikey (contract §3).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Deps } from '../service.ts';
+import type { Deps } from '../core/area.ts';
 import type { Credential } from '../core/credentials.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { clientIp } from '../core/http.ts';

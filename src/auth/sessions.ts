@@ -12,7 +12,7 @@
  *   access token while argon2 runs (see there).
  */
 import { randomUUID } from 'node:crypto';
-import type { Deps } from '../service.ts';
+import type { Deps } from '../core/area.ts';
 import { AppError } from '../core/errors.ts';
 import { startSession, type SessionGrant } from './db.ts';
 import { newOpaqueToken, signAccessToken, type AccessTokenClaims, type OpaqueToken } from './tokens.ts';

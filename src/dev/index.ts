@@ -7,7 +7,7 @@
  *   explicitly: inserts, updates or deletes a row of public.demo_items.
  * /api/catalog/refresh belongs to the REST area.
  */
-import type { Area } from '../service.ts';
+import type { Area } from '../core/area.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
 

@@ -3,7 +3,7 @@
  * `{status: degraded, pg_connected: false}` when the database does not answer within 2 s.
  * The pool reconnects by itself, so the same process turns healthy again.
  */
-import type { Area } from '../service.ts';
+import type { Area } from '../core/area.ts';
 
 export const healthArea: Area = {
   name: 'health',

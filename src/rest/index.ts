@@ -12,7 +12,7 @@
  * catalog is swapped in whole.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Area, Deps } from '../service.ts';
+import type { Area, Deps } from '../core/area.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
 import { parsePrefer } from './grammar.ts';

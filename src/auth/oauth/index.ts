@@ -37,7 +37,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as client from 'openid-client';
-import type { Deps } from '../../service.ts';
+import type { Deps } from '../../core/area.ts';
 import { AppError } from '../../core/errors.ts';
 import { isOkGrant, sessionFromGrant, sessionFragmentUrl } from '../sessions.ts';
 import { hashToken, newOpaqueToken } from '../tokens.ts';

@@ -1,0 +1,28 @@
+/**
+ * What an API area (auth, rest, storage …) is given and what it gives back. These types
+ * live in `src/core` so that the import graph rises from here: areas import core, the
+ * service (`src/service.ts`) imports the areas, and nothing imports the service but the
+ * entry points.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { TaskList } from 'graphile-worker';
+import type { RuntimeConfig } from './config.ts';
+import type { Credentials } from './credentials.ts';
+import type { Db } from './db.ts';
+import type { Logger } from './log.ts';
+
+export interface Deps {
+  config: RuntimeConfig;
+  db: Db;
+  log: Logger;
+  credentials: Credentials;
+}
+
+export interface Area {
+  name: string;
+  register(app: FastifyInstance, deps: Deps): void | Promise<void>;
+  /** graphile-worker tasks, named `<area>__<action>`, bound to this service's deps. */
+  tasks?(deps: Deps): TaskList;
+  /** Called on shutdown after the HTTP server stopped accepting. */
+  close?(): void | Promise<void>;
+}
