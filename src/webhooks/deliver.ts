@@ -1,0 +1,175 @@
+/**
+ * The `webhooks__deliver` task (interface §6.1, design.md Jobs): one job is one attempt.
+ *
+ * SQL enqueued the job in the transaction of the change (enqueue.sql), with the body as
+ * text. The task asks SQL whether the attempt is still due and where it goes
+ * (`begin_attempt`: url and secret, never in the job), POSTs the exact bytes with
+ *   Content-Type: application/json
+ *   User-Agent: service-webhooks/1.0
+ *   X-Webhook-Id: <delivery id>            (the same on every attempt: receivers drop duplicates)
+ *   X-Webhook-Signature: sha256=<hex>      (HMAC-SHA256 of the bytes sent; only with a secret)
+ * within WEBHOOK_TIMEOUT_MS, and records the outcome (`record_attempt`), which in the same
+ * transaction adds the next attempt's job (+1 s, +4 s) or ends the delivery. A non-2xx, a
+ * network error or a timeout is a failed attempt; the task never throws for an HTTP failure,
+ * so the worker's own backoff never applies to them.
+ *
+ * The task throws (and the worker retries the job later, on whichever instance takes it)
+ * only when the attempt could not be made or recorded: the database is unreachable, or the
+ * service stops mid-attempt (graphile-worker aborts running jobs 5 s into a graceful stop).
+ * Such an attempt was not recorded, so it is made again with the same X-Webhook-Id.
+ */
+import { createHmac } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import type { Task } from 'graphile-worker';
+import type { Deps } from '../core/area.ts';
+import { beginAttempt, recordAttempt } from './db.ts';
+
+export const USER_AGENT = 'service-webhooks/1.0';
+
+/** The job payload written by webhooks_private.tg__enqueue and record_attempt. */
+export interface DeliverPayload {
+  /** delivery id (X-Webhook-Id) */
+  d: string;
+  /** webhook id */
+  w: string;
+  /** attempt number, 1..3 */
+  n: number;
+  /** event */
+  e: string;
+  /** table */
+  t: string;
+  /** when the change was made */
+  c: string;
+  /** the request body, as sent */
+  b: string;
+}
+
+function isPayload(p: unknown): p is DeliverPayload {
+  const o = p as Partial<DeliverPayload> | null;
+  return (
+    typeof o === 'object' && o !== null && typeof o.d === 'string' && typeof o.w === 'string' && typeof o.n === 'number' &&
+    typeof o.e === 'string' && typeof o.t === 'string' && typeof o.c === 'string' && typeof o.b === 'string'
+  );
+}
+
+export interface AttemptOutcome {
+  statusCode: number | null;
+  error: string | null;
+  /** The attempt was cut short by a stop of the service, not by the receiver. */
+  interrupted: boolean;
+}
+
+// Keep-alive: a receiver taking many deliveries is not reconnected for each one.
+const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16 });
+const httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16 });
+
+export function signature(secret: string, body: Buffer | string): string {
+  return 'sha256=' + createHmac('sha256', secret).update(body).digest('hex');
+}
+
+function describe(err: unknown): string {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  const text = typeof e?.code === 'string' ? e.code : typeof e?.message === 'string' ? e.message : String(err);
+  return text.slice(0, 200);
+}
+
+/**
+ * One POST. Resolves with the status code once the response head arrives (the body is
+ * drained and ignored), or with the error: `timeout` after `timeoutMs`, else the network
+ * error's code. Never rejects.
+ */
+export function post(url: string, body: Buffer, headers: Record<string, string>, timeoutMs: number, abort: AbortSignal): Promise<AttemptOutcome> {
+  return new Promise((resolve) => {
+    let settled = false;
+    let timer: NodeJS.Timeout | undefined;
+    const done = (o: AttemptOutcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      abort.removeEventListener('abort', onAbort);
+      resolve(o);
+    };
+    let req: http.ClientRequest;
+    try {
+      const u = new URL(url);
+      const mod = u.protocol === 'https:' ? https : http;
+      req = mod.request(u, {
+        method: 'POST',
+        agent: u.protocol === 'https:' ? httpsAgent : httpAgent,
+        headers: { ...headers, 'content-length': String(body.length) },
+      });
+    } catch (err) {
+      done({ statusCode: null, error: describe(err), interrupted: false });
+      return;
+    }
+    const onAbort = () => {
+      req.destroy(new Error('aborted'));
+      done({ statusCode: null, error: 'interrupted', interrupted: true });
+    };
+    if (abort.aborted) return onAbort();
+    abort.addEventListener('abort', onAbort, { once: true });
+    timer = setTimeout(() => {
+      req.destroy(new Error('timeout'));
+      done({ statusCode: null, error: `timeout after ${timeoutMs} ms`, interrupted: false });
+    }, timeoutMs);
+    req.on('response', (res) => {
+      res.on('error', () => {});
+      res.resume();
+      done({ statusCode: res.statusCode ?? null, error: res.statusCode ? null : 'no status', interrupted: false });
+    });
+    req.on('error', (err) => done({ statusCode: null, error: describe(err), interrupted: false }));
+    req.end(body);
+  });
+}
+
+export function deliverTask(deps: Deps): Task {
+  const { db, log, config } = deps;
+  return async (payload, helpers) => {
+    if (!isPayload(payload)) {
+      log.error({ job: helpers.job.id }, 'webhooks__deliver: malformed payload; dropped');
+      return;
+    }
+    const p = payload;
+    const target = await beginAttempt(db.sql, p.w, p.d, p.n);
+    switch (target.status) {
+      case 'gone':
+      case 'done':
+        log.debug({ delivery: p.d, attempt: p.n, status: target.status }, 'webhooks__deliver: nothing to do');
+        return;
+      case 'ok':
+        break;
+      default: {
+        const never: never = target.status;
+        throw new Error(`unknown begin_attempt status ${String(never)}`);
+      }
+    }
+    const body = Buffer.from(p.b, 'utf8');
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': USER_AGENT,
+      'x-webhook-id': p.d,
+    };
+    if (target.secret) headers['x-webhook-signature'] = signature(target.secret, body);
+    const attemptedAt = new Date();
+    const t0 = performance.now();
+    const out = await post(target.url!, body, headers, config.webhookTimeoutMs, helpers.abortSignal);
+    const durationMs = Math.round(performance.now() - t0);
+    if (out.interrupted) throw new Error('service stopped mid-attempt; the attempt will be made again');
+    const ok = out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300;
+    const status = await recordAttempt(db.sql, {
+      webhookId: p.w,
+      deliveryId: p.d,
+      attempt: p.n,
+      event: p.e,
+      table: p.t,
+      createdAt: p.c,
+      statusCode: out.statusCode,
+      error: out.error,
+      durationMs,
+      attemptedAt,
+      body: ok ? null : p.b,
+    });
+    if (status === 'failed') log.warn({ delivery: p.d, webhook: p.w, error: out.error, status: out.statusCode }, 'webhook delivery failed after 3 attempts');
+  };
+}
