@@ -114,3 +114,9 @@ export async function purgeLog(sql: Sql): Promise<{ deliveries: number }> {
 export async function schedulePurge(sql: Sql, delaySeconds: number): Promise<void> {
   await sql`select webhooks.schedule_purge(${delaySeconds}::int)`;
 }
+
+/** Give an attempt back unrecorded (this instance is stopping): the same job again, after `delayMs`. */
+export async function requeueAttempt(sql: Sql, a: Pick<AttemptRecord, 'webhookId' | 'deliveryId' | 'attempt' | 'event' | 'table' | 'createdAt'> & { body: string }, delayMs: number): Promise<void> {
+  await sql`select webhooks_private.requeue_attempt(${a.webhookId}::uuid, ${a.deliveryId}::uuid, ${a.attempt}::int, ${a.event}::text,
+    ${a.table}::text, ${a.createdAt}::timestamptz, ${a.body}::text, ${delayMs}::int)`;
+}

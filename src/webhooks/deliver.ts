@@ -13,17 +13,19 @@
  * network error or a timeout is a failed attempt; the task never throws for an HTTP failure,
  * so the worker's own backoff never applies to them.
  *
- * The task throws (and the worker retries the job later, on whichever instance takes it)
- * only when the attempt could not be made or recorded: the database is unreachable, or the
- * service stops mid-attempt (graphile-worker aborts running jobs 5 s into a graceful stop).
- * Such an attempt was not recorded, so it is made again with the same X-Webhook-Id.
+ * A service that stops (its HTTP server closes: `stopping` aborts) cuts its attempts in
+ * flight short and gives them back unrecorded (`requeue_attempt`): the next instance makes
+ * the same attempt at once, with the same X-Webhook-Id (the receiver may have seen the cut
+ * one). A job this instance takes while stopping goes back the same way, 250 ms later, so
+ * that another instance takes it. The task throws (the worker retries the job later, with
+ * its own backoff) only when the database cannot be reached.
  */
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
-import { beginAttempt, recordAttempt } from './db.ts';
+import { beginAttempt, recordAttempt, requeueAttempt } from './db.ts';
 
 export const USER_AGENT = 'service-webhooks/1.0';
 
@@ -123,7 +125,7 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
   });
 }
 
-export function deliverTask(deps: Deps): Task {
+export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
   const { db, log, config } = deps;
   return async (payload, helpers) => {
     if (!isPayload(payload)) {
@@ -131,6 +133,9 @@ export function deliverTask(deps: Deps): Task {
       return;
     }
     const p = payload;
+    const giveBack = (delayMs: number) =>
+      requeueAttempt(db.sql, { webhookId: p.w, deliveryId: p.d, attempt: p.n, event: p.e, table: p.t, createdAt: p.c, body: p.b }, delayMs);
+    if (stopping.aborted) return giveBack(250);
     const target = await beginAttempt(db.sql, p.w, p.d, p.n);
     switch (target.status) {
       case 'gone':
@@ -153,9 +158,12 @@ export function deliverTask(deps: Deps): Task {
     if (target.secret) headers['x-webhook-signature'] = signature(target.secret, body);
     const attemptedAt = new Date();
     const t0 = performance.now();
-    const out = await post(target.url!, body, headers, config.webhookTimeoutMs, helpers.abortSignal);
+    const out = await post(target.url!, body, headers, config.webhookTimeoutMs, AbortSignal.any([stopping, helpers.abortSignal]));
     const durationMs = Math.round(performance.now() - t0);
-    if (out.interrupted) throw new Error('service stopped mid-attempt; the attempt will be made again');
+    if (out.interrupted) {
+      log.info({ delivery: p.d, attempt: p.n }, 'webhooks__deliver: stopping mid-attempt; the attempt is given back');
+      return giveBack(0);
+    }
     const ok = out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300;
     const status = await recordAttempt(db.sql, {
       webhookId: p.w,

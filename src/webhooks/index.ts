@@ -15,6 +15,9 @@ import { registerWebhookRoutes } from './routes.ts';
 
 const PURGE_EVERY_SECONDS = 3600;
 
+/** Per service instance: aborted when its HTTP server closes, the first step of a stop. */
+const stopping = new WeakMap<Deps, AbortSignal>();
+
 function purgeTask(deps: Deps): Task {
   return async () => {
     const counts = await purgeLog(deps.db.sql);
@@ -27,11 +30,15 @@ export const webhooksArea: Area = {
   name: 'webhooks',
   async register(app, deps) {
     registerWebhookRoutes(app, deps);
+    const stop = new AbortController();
+    stopping.set(deps, stop.signal);
+    app.addHook('onClose', async () => stop.abort());
     await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS).catch((err: unknown) =>
       deps.log.warn({ err }, 'webhooks: could not schedule the purge job; the next start will'),
     );
   },
   tasks(deps): TaskList {
-    return { webhooks__deliver: deliverTask(deps), webhooks__purge: purgeTask(deps) };
+    const signal = stopping.get(deps) ?? new AbortController().signal;
+    return { webhooks__deliver: deliverTask(deps, signal), webhooks__purge: purgeTask(deps) };
   },
 };

@@ -39,6 +39,11 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
       pollInterval: 250,
       noHandleSignals: true,
       logger: workerLogger(opts.log),
+      // Completions and failures go through graphile-worker's batcher (same tick, delay 0):
+      // a graceful stop then waits for the last job's completion before the pool ends (with
+      // the default, unbatched path it does not, and a job finished during the stop stayed
+      // locked); and jobs finished together complete in one statement.
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
     });
   } catch (err) {
     await pool.end().catch(() => {});
