@@ -85,6 +85,7 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
   return new Promise((resolve) => {
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
+    let onAbort = () => {};
     const done = (o: AttemptOutcome) => {
       if (settled) return;
       settled = true;
@@ -92,6 +93,10 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
       abort.removeEventListener('abort', onAbort);
       resolve(o);
     };
+    if (abort.aborted) {
+      resolve({ statusCode: null, error: 'interrupted', interrupted: true });
+      return;
+    }
     let req: http.ClientRequest;
     try {
       const u = new URL(url);
@@ -105,11 +110,11 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
       done({ statusCode: null, error: describe(err), interrupted: false });
       return;
     }
-    const onAbort = () => {
-      req.destroy(new Error('aborted'));
+    req.on('error', (err) => done({ statusCode: null, error: describe(err), interrupted: false }));
+    onAbort = () => {
       done({ statusCode: null, error: 'interrupted', interrupted: true });
+      req.destroy(new Error('aborted'));
     };
-    if (abort.aborted) return onAbort();
     abort.addEventListener('abort', onAbort, { once: true });
     timer = setTimeout(() => {
       req.destroy(new Error('timeout'));
@@ -120,7 +125,6 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
       res.resume();
       done({ statusCode: res.statusCode ?? null, error: res.statusCode ? null : 'no status', interrupted: false });
     });
-    req.on('error', (err) => done({ statusCode: null, error: describe(err), interrupted: false }));
     req.end(body);
   });
 }

@@ -35,7 +35,7 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
     runner = await run({
       pgPool: pool,
       taskList: opts.tasks,
-      concurrency: opts.concurrency ?? 4,
+      concurrency: opts.concurrency ?? 16,
       pollInterval: 250,
       noHandleSignals: true,
       logger: workerLogger(opts.log),
@@ -43,7 +43,7 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
       // a graceful stop then waits for the last job's completion before the pool ends (with
       // the default, unbatched path it does not, and a job finished during the stop stayed
       // locked); and jobs finished together complete in one statement.
-      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: 32 } } },
     });
   } catch (err) {
     await pool.end().catch(() => {});

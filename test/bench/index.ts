@@ -29,7 +29,7 @@ import { createBenchDatabase, storedPasswordHash, type BenchDatabase } from './f
 import { startChild, type Child, type ProcessStats } from './ipc.ts';
 import { once, paced, saturate, type RequestSpec, type Traffic } from './load.ts';
 import { formatComparison, formatProfile, summariseProfile } from './profile.ts';
-import { RUN_ORDER, SCENARIOS, TokenPool, mintUserToken, type Env, type Scenario } from './scenarios.ts';
+import { RUN_ORDER, SCENARIOS, TokenPool, mintUserToken, type CustomScenario, type Env, type Scenario } from './scenarios.ts';
 import type { ServerReady } from './server.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -165,6 +165,7 @@ async function ensureTokens(url: string, env: Env, n: number): Promise<void> {
 interface Ctx {
   env: Env;
   serviceUrl: string;
+  serviceRoleKey: string;
   baselineUrl: string;
   /** null: the auth area is not there; otherwise the stored argon2 hash of user 0 (or null if unknown). */
   auth: { hash: string | null } | null;
@@ -172,7 +173,7 @@ interface Ctx {
 }
 
 /** A scenario's row before anything is measured (status ERROR until it runs). */
-function emptyRow(s: Scenario): Row {
+function emptyRow(s: Scenario | CustomScenario): Row {
   return {
     name: s.name,
     status: 'ERROR',
@@ -191,7 +192,21 @@ function emptyRow(s: Scenario): Row {
   };
 }
 
-async function runScenario(s: Scenario, ctx: Ctx): Promise<Row> {
+/** A scenario that measures by itself (`run`); RSS and event-loop figures are the service's. */
+async function runCustom(s: CustomScenario, ctx: Ctx): Promise<Row> {
+  const row: Row = emptyRow(s);
+  await service!.resetStats();
+  const r = await s.run({ serviceUrl: ctx.serviceUrl, serviceRoleKey: ctx.serviceRoleKey, anonKey: ctx.env.anonKey, dbUrl: db!.url, quick: args.quick, connections: CONNECTIONS });
+  const st = await service!.stats();
+  Object.assign(row, { baseline_rps: null, ratio: null, rate_rps: null, non2xx_share: 0, ...r, rss_mb: st.rss_mb, elu: Math.round(st.elu * 100) / 100, eld_p99_ms: st.eld_p99_ms });
+  if (s.target.kind === 'ratio') row.status = row.ratio === null ? 'INFO' : row.ratio >= s.target.min ? 'PASS' : 'MISS';
+  else if (s.target.kind === 'rps') row.status = r.rps >= s.target.min ? 'PASS' : 'MISS';
+  else row.status = 'INFO';
+  return row;
+}
+
+async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row> {
+  if ('run' in s) return runCustom(s, ctx);
   const row: Row = emptyRow(s);
 
   const conns = s.connections ?? CONNECTIONS;
@@ -397,7 +412,7 @@ async function main(): Promise<number> {
     users: Array.from({ length: USERS }, (_, i) => ({ email: `bench-${i}@example.com`, password: PASSWORD })),
     tokens: new TokenPool(),
   };
-  const ctx: Ctx = { env, serviceUrl: svc.ready.url, baselineUrl: base.ready.url, auth: null, authProblem: null };
+  const ctx: Ctx = { env, serviceUrl: svc.ready.url, serviceRoleKey: svc.ready.serviceRoleKey, baselineUrl: base.ready.url, auth: null, authProblem: null };
 
   // Accounts for the auth scenarios (their sessions go into the refresh-token pool).
   if (selected.some((s) => s.needsAuth)) {

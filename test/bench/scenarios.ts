@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { RequestSpec, Traffic } from './load.ts';
+import { WEBHOOK_SCENARIOS } from './webhooks.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -33,6 +34,39 @@ export interface Scenario {
   baseline(env: Env): Traffic | 'argon2';
   /** Needs the auth area (sign-up users, refresh tokens). */
   needsAuth?: boolean;
+}
+
+/** What a scenario that drives its own measurement (`run`) is given. */
+export interface RunContext {
+  serviceUrl: string;
+  serviceRoleKey: string;
+  anonKey: string;
+  /** The bench database, as its superuser. */
+  dbUrl: string;
+  quick: boolean;
+  connections: number;
+}
+
+/** Its figures; the status follows from `target` as for the others. */
+export interface RunResult {
+  rps: number;
+  baseline_rps?: number;
+  ratio?: number;
+  p50_ms: number;
+  p99_ms: number;
+  rate_rps?: number;
+  non2xx_share?: number;
+  note?: string;
+}
+
+/** A scenario that is not an HTTP load beside a baseline process (e.g. webhook deliveries). */
+export interface CustomScenario {
+  name: string;
+  what: string;
+  target: Target;
+  baselineLabel: string;
+  needsAuth?: undefined;
+  run(ctx: RunContext): Promise<RunResult>;
 }
 
 /**
@@ -84,7 +118,7 @@ const ITEM_BODY = JSON.stringify({ title: 'bench insert', body: 'lorem ipsum dol
 
 const health = (): Traffic => ({ requests: [{ method: 'GET', path: '/health' }] });
 
-export const SCENARIOS: readonly Scenario[] = [
+export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
   {
     name: 'rest-get-by-key',
     what: 'GET one row by primary key, anon key, RLS on',
@@ -209,6 +243,7 @@ export const SCENARIOS: readonly Scenario[] = [
     service: health,
     baseline: health,
   },
+  ...WEBHOOK_SCENARIOS,
 ];
 
 /**
@@ -216,4 +251,4 @@ export const SCENARIOS: readonly Scenario[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'rest-insert'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'rest-insert', 'webhook-write-cost', 'webhook-throughput'];
