@@ -120,3 +120,13 @@ export async function requeueAttempt(sql: Sql, a: Pick<AttemptRecord, 'webhookId
   await sql`select webhooks_private.requeue_attempt(${a.webhookId}::uuid, ${a.deliveryId}::uuid, ${a.attempt}::int, ${a.event}::text,
     ${a.table}::text, ${a.createdAt}::timestamptz, ${a.body}::text, ${delayMs}::int)`;
 }
+
+export interface DeliveryTarget {
+  id: string;
+  url: string;
+  secret: string;
+}
+
+export async function deliveryTargets(sql: Sql): Promise<DeliveryTarget[]> {
+  return await sql<DeliveryTarget[]>`select * from webhooks_private.delivery_targets()`;
+}

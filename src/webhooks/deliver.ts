@@ -25,7 +25,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
-import { beginAttempt, recordAttempt, requeueAttempt } from './db.ts';
+import { beginAttempt, deliveryTargets, recordAttempt, requeueAttempt, type BeginAttempt } from './db.ts';
 
 export const USER_AGENT = 'service-webhooks/1.0';
 
@@ -129,8 +129,49 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
   });
 }
 
+/**
+ * The active webhooks' url and secret, by id, loaded on first use and again on every
+ * `webhooks` cache NOTIFY (hooks.sql). A miss (a webhook created a moment ago, or deleted)
+ * goes to SQL.
+ */
+class Targets {
+  private map: Map<string, { url: string; secret: string }> | null = null;
+  private loading: Promise<void> | null = null;
+  private dirty = false;
+  private readonly deps: Deps;
+
+  constructor(deps: Deps) {
+    this.deps = deps;
+    deps.db.onCacheReload('webhooks', () => this.reload());
+  }
+
+  reload(): Promise<void> {
+    this.dirty = true;
+    this.loading ??= (async () => {
+      try {
+        while (this.dirty) {
+          this.dirty = false;
+          const rows = await deliveryTargets(this.deps.db.sql);
+          this.map = new Map(rows.map((r) => [r.id, { url: r.url, secret: r.secret }]));
+        }
+      } finally {
+        this.loading = null;
+      }
+    })();
+    return this.loading;
+  }
+
+  async get(webhookId: string, deliveryId: string, attempt: number): Promise<BeginAttempt> {
+    if (this.map === null) await this.reload().catch(() => {});
+    const hit = this.map?.get(webhookId);
+    if (hit) return { status: 'ok', url: hit.url, secret: hit.secret };
+    return beginAttempt(this.deps.db.sql, webhookId, deliveryId, attempt);
+  }
+}
+
 export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
   const { db, log, config } = deps;
+  const targets = new Targets(deps);
   return async (payload, helpers) => {
     if (!isPayload(payload)) {
       log.error({ job: helpers.job.id }, 'webhooks__deliver: malformed payload; dropped');
@@ -140,7 +181,7 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
     const giveBack = (delayMs: number) =>
       requeueAttempt(db.sql, { webhookId: p.w, deliveryId: p.d, attempt: p.n, event: p.e, table: p.t, createdAt: p.c, body: p.b }, delayMs);
     if (stopping.aborted) return giveBack(250);
-    const target = await beginAttempt(db.sql, p.w, p.d, p.n);
+    const target = await targets.get(p.w, p.d, p.n);
     switch (target.status) {
       case 'gone':
       case 'done':
