@@ -109,13 +109,13 @@ async function throughput(ctx: RunContext): Promise<RunResult> {
     let next = Number(start) + 1;
 
     // Warm-up: a small backlog.
-    const warm = 200;
+    const warm = ctx.quick ? 100 : 300;
     await sql`insert into public.bench_hooked (id, title) select g, 'warm' from generate_series(${next}::bigint, ${next + warm - 1}::bigint) g`;
     next += warm;
     await until('the warm-up deliveries', () => rx.count >= warm, 60_000);
 
     // Saturation: a backlog committed at once, drained by the worker.
-    const backlog = ctx.quick ? 2000 : 8000;
+    const backlog = ctx.quick ? 1000 : 8000;
     const before = rx.count;
     await sql`insert into public.bench_hooked (id, title) select g, 'backlog' from generate_series(${next}::bigint, ${next + backlog - 1}::bigint) g`;
     const t0 = performance.now();
@@ -127,7 +127,7 @@ async function throughput(ctx: RunContext): Promise<RunResult> {
 
     // Latency at half that rate: single-row transactions, open loop.
     const pacedRate = Math.max(10, Math.round(rate / 2));
-    const seconds = ctx.quick ? 1.5 : 4;
+    const seconds = ctx.quick ? 1 : 4;
     const n = Math.round(pacedRate * seconds);
     const commits = new Map<number, number>();
     const first = next;
@@ -194,7 +194,7 @@ async function writeCost(ctx: RunContext): Promise<RunResult> {
           W.p99.push(r.p99_ms);
         }
         // Let the deliveries of this slice drain before the next, so neither side pays for the other.
-        await until('the deliveries to drain', () => rx.count - sent0 >= watchedOk, 60_000).catch(() => {});
+        await until('the deliveries to drain', () => rx.count - sent0 >= watchedOk, ctx.quick ? 10_000 : 60_000).catch(() => {});
       }
     }
     const bad = (W.bad + P.bad) / Math.max(1, W.total + P.total);

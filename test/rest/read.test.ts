@@ -287,7 +287,7 @@ t.test('service routes win over tables of their names', async (t) => {
     t.same(r.body, { error: 'relation not found' });
   }
   const w = await get('/rest/v1/webhooks');
-  t.equal(w.status, 404, 'GET /rest/v1/webhooks does not list the table');
+  t.same([w.status, w.body], [403, { error: 'service role required' }], 'GET /rest/v1/webhooks is the webhooks route (service role), not the table');
   const b = await get('/rest/v1/batch');
   t.equal(b.status, 404);
 });
