@@ -115,7 +115,7 @@ async function throughput(ctx: RunContext): Promise<RunResult> {
     await until('the warm-up deliveries', () => rx.count >= warm, 60_000);
 
     // Saturation: a backlog committed at once, drained by the worker.
-    const backlog = ctx.quick ? 1000 : 8000;
+    const backlog = ctx.quick ? 1000 : 4000;
     const before = rx.count;
     await sql`insert into public.bench_hooked (id, title) select g, 'backlog' from generate_series(${next}::bigint, ${next + backlog - 1}::bigint) g`;
     const t0 = performance.now();

@@ -31,6 +31,8 @@ export interface Receiver {
   received: Received[];
   /** Answer of each request, by default 200; `(r, i)` sees the request and its index. */
   answer: (r: Received, i: number) => Answer;
+  /** Milliseconds every answer waits (a busy receiver), default 0. */
+  delayMs: number;
   /** Requests whose path is `path`. */
   on(path: string): Received[];
   close(): Promise<void>;
@@ -57,7 +59,9 @@ export async function startReceiver(t: TapLike): Promise<Receiver> {
         hanging.add(res);
         return;
       }
-      res.writeHead(a, { 'content-type': 'text/plain' }).end('ok');
+      const send = () => res.writeHead(a, { 'content-type': 'text/plain' }).end('ok');
+      if (rec.delayMs > 0) setTimeout(send, rec.delayMs);
+      else send();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -68,6 +72,7 @@ export async function startReceiver(t: TapLike): Promise<Receiver> {
     port,
     received,
     answer: () => 200,
+    delayMs: 0,
     on: (path) => received.filter((r) => r.path === path),
     close: async () => {
       if (closed) return;

@@ -22,12 +22,7 @@ t.test('two instances: every attempt exactly once', async (t) => {
     const seen = rx.received.filter((x) => x.headers['x-webhook-id'] === r.headers['x-webhook-id']).length;
     return id % 3 === 0 && seen === 1 ? 500 : 200;
   };
-  const slow = rx.answer;
-  rx.answer = (r, i) => {
-    const start = Date.now();
-    while (Date.now() - start < 5); // a busy receiver
-    return slow(r, i);
-  };
+  rx.delayMs = 20;
 
   const ROWS = 60;
   const lockers = new Set<string>();
@@ -39,9 +34,7 @@ t.test('two instances: every attempt exactly once', async (t) => {
       await new Promise((r) => setTimeout(r, 5));
     }
   })();
-  for (let i = 1; i <= ROWS; i += 6) {
-    await db.sql`insert into public.events select g, g from generate_series(${i}::int, ${i + 5}::int) g`;
-  }
+  await db.sql`insert into public.events select g, g from generate_series(1, ${ROWS}::int) g`;
   await waitFor(
     'every delivery ended',
     async () => {
@@ -63,7 +56,9 @@ t.test('two instances: every attempt exactly once', async (t) => {
     const expected = d.attempts.length;
     if (byId.get(d.id) !== expected) exact = false;
   }
-  t.ok(exact, 'each delivery reached the receiver exactly as often as the log has attempts');
+  t.ok(exact, 'each delivery reached the receiver exactly as often as the log has attempts', {
+    diag: log.filter((d) => byId.get(d.id) !== d.attempts.length).map((d) => ({ id: d.id, received: byId.get(d.id), attempts: d.attempts })),
+  });
   t.equal(rx.received.length, ROWS + ROWS / 3, 'every attempt made once: one per row plus one retry per third row');
   t.same(
     [...new Set(log.map((d) => d.attempts.map((x: any) => x.attempt).join(',')))].sort(),
