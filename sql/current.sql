@@ -1,5 +1,1 @@
 -- Enter migration here
---!include webhooks/hooks.sql
---!include webhooks/enqueue.sql
---!include webhooks/deliveries.sql
---!include webhooks/purge.sql
