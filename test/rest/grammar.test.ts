@@ -162,17 +162,21 @@ t.test('select', async (t) => {
       ',id',
       'id,',
       'id name',
-      'alias:id',
-      'id::text',
-      'books!inner(id)',
-      'books!fk(id)',
+      'id::nosuchtype',
+      'id::',
+      'a:',
+      'a:...b(c)',
+      'x:y:z',
       'id;drop',
       'a-b',
       'a.b',
       '"unterminated',
       '""',
       'id"x"',
-      'data->a',
+      'data->',
+      'data->>',
+      'data->-',
+      'data-a',
     ]) {
       bad(t, () => parseSelect(s), JSON.stringify(s));
     }
@@ -328,7 +332,11 @@ t.test('filters', async (t) => {
       'not.foo.1',
       '.eq.1',
       ' eq.1',
-      'eq(any).{1,2}',
+      'eq(some).{1,2}',
+      'eq(any.{1,2}',
+      'eq(any).1',
+      'in(any).{1,2}',
+      'is(any).{null}',
       'is',
       'like',
       'match.x',
@@ -533,7 +541,7 @@ t.test('order', async (t) => {
     'a b',
     'a .desc',
     'a.desc x',
-    'a->b',
+    'a->',
     'a;b',
     'a(b)',
   ]) {
@@ -654,7 +662,7 @@ t.test('parseQuery', async (t) => {
     bad(t, () => parseQuery('offset=1&offset=2'), 'offset twice');
     badEmbed(t, () => parseQuery('select=a(b(c(d(e))))'), 'depth via parseQuery');
     badEmbed(t, () => parseQuery('select=id,books(count)'), 'count via parseQuery');
-    bad(t, () => parseQuery('select=a:b'), 'alias via parseQuery');
+    bad(t, () => parseQuery('select=a:b::nosuch'), 'bad cast via parseQuery');
   });
 });
 
