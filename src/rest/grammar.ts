@@ -513,6 +513,11 @@ function parseSelectList(c: Cursor, depth: number, values: Value[]): SelectNode 
   return { items };
 }
 
+/** An alias or JSON key that names an output column: at most 63 bytes, no NUL. */
+function isOutputName(name: string): boolean {
+  return Buffer.byteLength(name) <= MAX_ALIAS_BYTES && !name.includes('\u0000');
+}
+
 function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem {
   const s = c.s;
   const ch = s.charCodeAt(c.i);
@@ -528,7 +533,7 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
   let alias: string | undefined;
   if (s.charCodeAt(c.i) === C_COLON && s.charCodeAt(c.i + 1) !== C_COLON) {
     // `alias:` — not on a spread, whose columns keep their own names.
-    if (spread || Buffer.byteLength(name) > MAX_ALIAS_BYTES) throw invalid();
+    if (spread || !isOutputName(name)) throw invalid();
     alias = name;
     c.i++;
     skipWs(c);
@@ -559,7 +564,10 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
       if (alias !== undefined) item.alias = alias;
       if (path !== null) {
         item.path = path;
-        if (alias === undefined) item.key = last.key;
+        if (alias === undefined) {
+          if (!isOutputName(last.key)) throw invalid();
+          item.key = last.key;
+        }
       }
       if (cast !== undefined) item.cast = cast;
       return item;

@@ -806,6 +806,9 @@ t.test('select: aliases, casts, JSON paths, hints, spreads (issue 17)', async (t
   bad(t, () => parseSelect('x:...books(id)'), 'no alias on a spread');
   bad(t, () => parseSelect('a'.repeat(64) + ':id'), 'alias over 63 bytes');
   t.ok(parseSelect('a'.repeat(63) + ':id'), 'alias of 63 bytes');
+  bad(t, () => parseSelect('"a\u0000b":id'), 'NUL in an alias');
+  bad(t, () => parseSelect('meta->' + 'k'.repeat(64)), 'a JSON key naming the output over 63 bytes');
+  t.ok(parseSelect('x:meta->' + 'k'.repeat(64)), 'with an alias the key is only a value');
 });
 
 t.test('filters and order with JSON paths, op(any|all)', async (t) => {
