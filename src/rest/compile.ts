@@ -251,7 +251,8 @@ function hintOf(r: Relationship): string {
 
 /**
  * Picks the relationship an embed means. A hint keeps those whose foreign key has that name,
- * whose key columns include it, or (many-to-many) whose junction has that name. A
+ * whose key columns include it, or (many-to-many) whose junction has that name or whose
+ * junction key to this table does. A
  * self-reference gives the same key both ways: the children (one-to-many), or the parent
  * (many-to-one) when the hint names a column. None: `invalid embed in request`; several: the
  * message names the hints.
@@ -262,7 +263,7 @@ export function resolveEmbed(cat: Catalog, rel: Relation, item: EmbedItem): Rela
   let byColumn = false;
   if (hint !== undefined) {
     found = found.filter((r) => {
-      if (r.junction !== undefined) return r.junction.rel.name === hint || r.constraint === hint || r.junction.constraint === hint;
+      if (r.junction !== undefined) return r.junction.rel.name === hint || r.constraint === hint;
       if (r.constraint === hint) return true;
       const col = r.pairs.some(([mine, theirs]) => (r.cardinality === 'm2o' ? mine : theirs) === hint);
       if (col) byColumn = true;
@@ -276,7 +277,10 @@ export function resolveEmbed(cat: Catalog, rel: Relation, item: EmbedItem): Rela
   }
   if (found.length === 1) return found[0];
   if (found.length === 0) throw REST_ERRORS.invalidEmbed();
-  const hints = [...new Set(found.map((r) => item.relation + '!' + hintOf(r)))].sort();
+  let hints = [...new Set(found.map((r) => item.relation + '!' + hintOf(r)))];
+  // Two ways through one junction (a self many-to-many): its keys tell them apart.
+  if (hints.length < found.length) hints = [...new Set(found.map((r) => item.relation + '!' + r.constraint))];
+  hints.sort();
   throw REST_ERRORS.ambiguousEmbed(rel.name, item.relation, hints);
 }
 

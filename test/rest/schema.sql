@@ -131,6 +131,13 @@ create table public.collections (
   parent_id bigint constraint collections_parent_fk references public.collections (id),
   name text not null
 );
-grant select on public.genres, public.book_genres, public.author_profiles, public.collections to anon, authenticated, anonymous;
+-- A junction with two keys to the same table: many-to-many both ways, told apart by the key.
+create table public.people (id int primary key, name text not null);
+create table public.follows (
+  follower_id int references public.people (id),
+  followee_id int references public.people (id),
+  primary key (follower_id, followee_id)
+);
+grant select on public.genres, public.book_genres, public.author_profiles, public.collections, public.people, public.follows to anon, authenticated, anonymous;
 
 grant all on all tables in schema public to service_role;

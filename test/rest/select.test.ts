@@ -101,6 +101,20 @@ t.test('many-to-many through a junction table', async (t) => {
   t.same(junction.body, [{ id: 2, book_genres: [{ genre_id: 1 }, { genre_id: 2 }] }], 'the junction itself is still a one-to-many');
 });
 
+t.test('many-to-many both ways through one junction', async (t) => {
+  await app.db.sql`insert into public.people (id, name) values (1, 'ann'), (2, 'bob'), (3, 'cy');
+    insert into public.follows (follower_id, followee_id) values (1, 2), (1, 3), (3, 1)`.simple();
+  const amb = await get('/rest/v1/people?select=name,people(name)');
+  t.same(amb.body, {
+    error: 'invalid embed in request: more than one relationship between people and people; use one of people!follows_followee_id_fkey, people!follows_follower_id_fkey',
+  });
+  const follows = await get('/rest/v1/people?select=name,follows:people!follows_follower_id_fkey(name)&id=eq.1');
+  const names = (follows.body as { follows: { name: string }[] }[])[0].follows.map((p) => p.name).sort();
+  t.same(names, ['bob', 'cy'], 'whom ann follows');
+  const followers = await get('/rest/v1/people?select=name,followers:people!follows_followee_id_fkey(name)&id=eq.1');
+  t.same(followers.body, [{ name: 'ann', followers: [{ name: 'cy' }] }], 'who follows ann');
+});
+
 t.test('one-to-one: an object, not an array', async (t) => {
   const r = await get('/rest/v1/authors?select=id,author_profiles(bio)&order=id');
   t.same(r.body, [
