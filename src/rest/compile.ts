@@ -166,21 +166,33 @@ function column(rel: Relation, name: string): Column {
   return col;
 }
 
+/** What embeds add to the query level their select list is part of. */
+interface Frame {
+  /** Lateral joins of spread embeds, each ` left join lateral (…) _sK on true`. */
+  joins: string;
+  /** `!inner` embeds: `exists (…)` conditions, ANDed into that level's WHERE. */
+  conds: string[];
+}
+
+function newFrame(): Frame {
+  return { joins: '', conds: [] };
+}
+
 /**
- * The select list over `rel` aliased `alias`. Spread embeds add a lateral join to `joins`
- * (the FROM clause this list is selected from); `names`, when given, receives the output
- * column names (the CSV header).
+ * The select list over `rel` aliased `alias`. Spread and `!inner` embeds add to `frame` (the
+ * FROM clause and WHERE of the level this list is selected at); `names`, when given,
+ * receives the output column names (the CSV header).
  */
-function selectList(st: State, rel: Relation, node: SelectNode, alias: string, joins: string[], names?: string[]): string {
+function selectList(st: State, rel: Relation, node: SelectNode, alias: string, frame: Frame, names?: string[]): string {
   let out = '';
   for (const item of node.items) {
     if (out !== '') out += ', ';
-    out += selectItem(st, rel, item, alias, joins, names);
+    out += selectItem(st, rel, item, alias, frame, names);
   }
   return out;
 }
 
-function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, joins: string[], names?: string[]): string {
+function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, frame: Frame, names?: string[]): string {
   if (item.kind === 'star') {
     if (names) for (const c of rel.columnList) names.push(c.name);
     return alias + '.*';
@@ -205,9 +217,9 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, j
   const k = ++st.n;
   const a = '_t' + k;
   const e = '_e' + k;
-  const innerJoins: string[] = [];
+  const innerFrame = newFrame();
   const innerNames = item.spread && names ? names : undefined;
-  const inner = selectList(st, r.target, item.select, a, innerJoins, innerNames);
+  const inner = selectList(st, r.target, item.select, a, innerFrame, innerNames);
   let from = `${r.target.qname} ${a}`;
   let cond = '';
   if (r.junction === undefined) {
@@ -229,11 +241,14 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, j
       cond += `${j}.${ident(jc)} = ${alias}.${ident(mine)}`;
     }
   }
-  const sub = `select ${inner} from ${from}${innerJoins.join('')} where ${cond}`;
+  for (const c of innerFrame.conds) cond += ' and ' + c;
+  const sub = `select ${inner} from ${from}${innerFrame.joins} where ${cond}`;
+  // `!inner`: this level keeps only rows with a related row (the same subquery, as EXISTS).
+  if (item.inner) frame.conds.push(`exists (${sub})`);
   if (item.spread) {
     // A to-one relationship's columns, flattened into this row: null columns when none.
     const sp = '_s' + k;
-    joins.push(` left join lateral (${sub}) ${sp} on true`);
+    frame.joins += ` left join lateral (${sub}) ${sp} on true`;
     return sp + '.*';
   }
   const out = item.alias ?? item.relation;
@@ -242,6 +257,26 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, j
   return r.toOne
     ? `(select to_json(${e}) from (${sub}) ${e}) as ${ident(out)}`
     : `(select coalesce(json_agg(${e}), '[]') from (${sub}) ${e}) as ${ident(out)}`;
+}
+
+/**
+ * An embed named by a foreign key instead of a table (PostgREST): this table's key by its
+ * name or its one column (`parent_id(*)`: the parent), or another table's key to this one by
+ * its name.
+ */
+function byKeyName(cat: Catalog, rel: Relation, name: string): Relationship[] {
+  const out: Relationship[] = [];
+  for (const fk of rel.outgoing) {
+    if (fk.name === name || (fk.fromCols.length === 1 && fk.fromCols[0] === name)) {
+      for (const r of cat.relationships(rel, fk.to)) if (r.cardinality === 'm2o' && r.constraint === fk.name) out.push(r);
+    }
+  }
+  for (const fk of rel.incoming) {
+    if (fk.name === name) {
+      for (const r of cat.relationships(rel, fk.from)) if (r.cardinality === 'o2m' && r.constraint === fk.name) out.push(r);
+    }
+  }
+  return out;
 }
 
 /** The hint that names a relationship in the ambiguity message: its key, or its junction. */
@@ -259,6 +294,7 @@ function hintOf(r: Relationship): string {
  */
 export function resolveEmbed(cat: Catalog, rel: Relation, item: EmbedItem): Relationship {
   let found = cat.relationships(rel, item.relation);
+  if (found.length === 0) found = byKeyName(cat, rel, item.relation);
   const hint = item.hint;
   let byColumn = false;
   if (hint !== undefined) {
@@ -516,15 +552,17 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
   const base = { count: o.count, singular: o.singular, maxAge: null };
 
   if (method === 'GET') {
-    const joins: string[] = [];
+    const frame = newFrame();
     const names: string[] | undefined = o.csv ? [] : undefined;
-    const list = selectList(st, rel, q.select, '_t0', joins, names);
+    const list = selectList(st, rel, q.select, '_t0', frame, names);
+    // `!inner` embeds narrow the rows, and so the count.
+    const all = frame.conds.length === 0 ? where : [...(where === '' ? [] : [where]), ...frame.conds].join(' and ');
     let paging = '';
     if (q.limit !== null) paging += ` limit $${++p}::text::int8`;
     if (q.offset !== null) paging += ` offset $${++p}::text::int8`;
     let text = o.csv ? `select ${CSV_BODY} as body, count(*)::int4 as n` : `${outer(o.singular)}`;
-    if (o.count !== null) text += `, ${countSql(rel, q, where, o.count)}::int8 as total`;
-    text += ` from (select ${list} from ${rel.qname} _t0${joins.join('')}${whereClause}${orderSql(rel, q, '_t0')}${paging}) _r`;
+    if (o.count !== null) text += `, ${countSql(rel, q, all, o.count)}::int8 as total`;
+    text += ` from (select ${list} from ${rel.qname} _t0${frame.joins}${all === '' ? '' : ' where ' + all}${orderSql(rel, q, '_t0')}${paging}) _r`;
     const plan: Plan = { ...base, text, status: 200, returnsBody: true, contentRange: true, write: false };
     return names ? { ...plan, csvHeader: names.map(csvField).join(',') } : plan;
   }
@@ -548,11 +586,11 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
     // apply to RETURNING), as in PostgREST. PATCH and DELETE answer 204, POST 201.
     return { ...base, text: write, status: method === 'POST' ? 201 : 204, returnsBody: false, contentRange: false, write: true };
   }
-  const joins: string[] = [];
-  const list = selectList(st, rel, q.select, '_t0', joins);
+  const frame = newFrame();
+  const list = selectList(st, rel, q.select, '_t0', frame);
   let text = `with _w as (${write} returning ${method === 'POST' ? '*' : '_t0.*'}) ${outer(o.singular)}`;
   if (o.count !== null) text += `, count(*)::int8 as total`;
-  text += ` from (select ${list} from _w _t0${joins.join('')}) _r`;
+  text += ` from (select ${list} from _w _t0${frame.joins}${frame.conds.length === 0 ? '' : ' where ' + frame.conds.join(' and ')}) _r`;
   return { ...base, text, status, returnsBody: true, contentRange: o.count !== null, write: true };
 }
 

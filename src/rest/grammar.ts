@@ -10,8 +10,9 @@
  *   select   = [ item *( "," item ) ]            ; absent / empty / blank → "*"
  *   item     = "*"
  *            | [ alias ":" ] field [ "::" cast ]                      ; cast: a name of CASTS
- *            | [ alias ":" ] name [ "!" hint ] "(" item *( "," item ) ")"   ; embed, ≤ 3 levels deep
- *            | "..." name [ "!" hint ] "(" item *( "," item ) ")"   ; spread (to-one) embed
+ *            | [ alias ":" ] name [ "!" hint ] [ "!" join ] "(" item *( "," item ) ")"   ; embed, ≤ 3 levels deep
+ *            | "..." name [ "!" hint ] [ "!" join ] "(" item *( "," item ) ")"   ; spread (to-one) embed
+ *   join     = "inner" | "left"                  ; inner: only rows that have a related row
  *   field    = name *( ( "->" | "->>" ) key )    ; JSON path; key = name | [ "-" ] 1*DIGIT
  *   alias, hint = name
  *   name     = 1*( ALPHA / DIGIT / "_" / "$" / non-ASCII ) | quoted
@@ -130,6 +131,8 @@ export interface EmbedItem {
   readonly hint?: string;
   /** `...relation(…)`: the related row's columns flattened into this row. */
   readonly spread?: true;
+  /** `!inner`: only rows with at least one related row (`!left`, the default, is not kept). */
+  readonly inner?: true;
 }
 
 export type SelectItem = { readonly kind: 'star' } | ColumnItem | EmbedItem;
@@ -541,14 +544,25 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
     if (name === '') throw invalid();
   }
   let hint: string | undefined;
+  let join: string | undefined;
   if (s.charCodeAt(c.i) === C_BANG) {
-    c.i++;
-    hint = readName(c);
-    if (hint === '') throw invalidEmbed();
+    // `!hint`, `!inner` / `!left`, or `!hint!inner`.
+    while (s.charCodeAt(c.i) === C_BANG) {
+      c.i++;
+      const w = readName(c);
+      if (w === '') throw invalidEmbed();
+      if (w === 'inner' || w === 'left') {
+        if (join !== undefined) throw invalidEmbed();
+        join = w;
+      } else {
+        if (hint !== undefined || join !== undefined) throw invalidEmbed();
+        hint = w;
+      }
+    }
     skipWs(c);
     if (s.charCodeAt(c.i) !== C_LPAREN) throw invalidEmbed(); // a hint only on an embed
   }
-  if (!spread && hint === undefined) {
+  if (!spread && hint === undefined && join === undefined) {
     const last = { key: '' };
     const path = readPath(c, values, last);
     let cast: string | undefined;
@@ -585,7 +599,7 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
     const only = inner.items[0];
     if (only.kind === 'column' && only.name === 'count' && only.path === undefined) throw invalidEmbed(); // `rel(count)`
   }
-  const embed: { kind: 'embed'; relation: string; select: SelectNode; alias?: string; hint?: string; spread?: true } = {
+  const embed: { kind: 'embed'; relation: string; select: SelectNode; alias?: string; hint?: string; spread?: true; inner?: true } = {
     kind: 'embed',
     relation: name,
     select: inner,
@@ -593,6 +607,7 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
   if (alias !== undefined) embed.alias = alias;
   if (hint !== undefined) embed.hint = hint;
   if (spread) embed.spread = true;
+  if (join === 'inner') embed.inner = true;
   return embed;
 }
 
@@ -1167,6 +1182,7 @@ function selectShape(node: SelectNode): string {
       out += (item.spread ? 's' : 'e') + nameKey(item.relation);
       if (item.alias !== undefined) out += 'a' + nameKey(item.alias);
       if (item.hint !== undefined) out += 'h' + nameKey(item.hint);
+      if (item.inner) out += 'i';
       out += '(' + selectShape(item.select) + '),';
     }
   }

@@ -803,6 +803,12 @@ t.test('select: aliases, casts, JSON paths, hints, spreads (issue 17)', async (t
   badEmbed(t, () => parseSelect('books!fk'), 'a hint needs an embed');
   badEmbed(t, () => parseSelect('...books'), 'a spread needs an embed');
   badEmbed(t, () => parseSelect('books!(id)'), 'empty hint');
+  t.same(parseSelect('books!inner(id)').items[0], { kind: 'embed', relation: 'books', select: { items: [{ kind: 'column', name: 'id' }] }, inner: true });
+  t.same(parseSelect('books!left(id)').items[0], { kind: 'embed', relation: 'books', select: { items: [{ kind: 'column', name: 'id' }] } }, '!left is the default');
+  t.same(parseSelect('books!fk!inner(id)').items[0], { kind: 'embed', relation: 'books', select: { items: [{ kind: 'column', name: 'id' }] }, hint: 'fk', inner: true });
+  badEmbed(t, () => parseSelect('books!inner!fk(id)'), 'the hint comes first');
+  badEmbed(t, () => parseSelect('books!a!b(id)'), 'two hints');
+  badEmbed(t, () => parseSelect('books!left!inner(id)'), 'two join types');
   bad(t, () => parseSelect('x:...books(id)'), 'no alias on a spread');
   bad(t, () => parseSelect('a'.repeat(64) + ':id'), 'alias over 63 bytes');
   t.ok(parseSelect('a'.repeat(63) + ':id'), 'alias of 63 bytes');
@@ -873,6 +879,7 @@ t.test('slots: filters, groups, then select, then order, whatever the parameter 
     'select=b:books(id)',
     'select=books!fk(id)',
     'select=...books(id)',
+    'select=books!inner(id)',
     'a=like.x',
     'a=like(any).{x}',
     'a=like(all).{x}',

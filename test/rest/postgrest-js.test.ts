@@ -151,6 +151,12 @@ t.test('what postgrest-js users write every day (issue 17)', async (t) => {
   t.same(children.data, { id: 2, parent_id: 1, name: 'left', collections: [{ id: 4, parent_id: 2, name: 'leaf' }] }, 'self-reference: the children');
   const parent = await client.from('collections').select('id, parent:collections!parent_id(name)').eq('id', 4).single();
   t.same(parent.data, { id: 4, parent: { name: 'left' } }, 'self-reference with a hint: the parent');
+  const byColumn = await client.from('collections').select('*, parent_id(*)').eq('id', 2).single();
+  t.same(byColumn.data, { id: 2, parent_id: { id: 1, parent_id: null, name: 'root' }, name: 'left' }, "select('*, parent_id(*)')");
+  const inner = await client.from('authors').select('id, books!inner(id)').order('id');
+  t.same((inner.data ?? []).map((a: any) => a.id), [1, 2], '!inner');
+  const left = await client.from('authors').select('id, books!left(id)').order('id');
+  t.same((left.data ?? []).map((a: any) => a.id), [1, 2, 3], '!left');
   const spread = await client.from('books').select('title, ...authors(name)').eq('id', 3).single();
   t.same(spread.data, { title: 'Invisible Cities', name: 'Italo Calvino' }, 'a spread embed');
 

@@ -148,6 +148,33 @@ t.test('self-reference: children without a hint, either way with one', async (t)
   t.same(tree.body, [{ name: 'root', collections: [{ name: 'left', collections: [{ name: 'leaf' }] }, { name: 'right', collections: [] }] }]);
 });
 
+t.test('!inner keeps rows with a related row; !left is the default', async (t) => {
+  const inner = await get('/rest/v1/authors?select=id,books!inner(id)&order=id', { prefer: 'count=exact' });
+  t.equal(inner.status, 200);
+  t.same((inner.body as { id: number }[]).map((a) => a.id), [1, 2], 'the author without books is left out');
+  t.equal(inner.headers.get('content-range'), '0-1/2', 'and not counted');
+  const left = await get('/rest/v1/authors?select=id,books!left(id)&order=id');
+  t.same((left.body as { id: number }[]).map((a) => a.id), [1, 2, 3]);
+  const up = await get('/rest/v1/books?select=id,authors!author_id!inner(name)&order=id');
+  t.same((up.body as { id: number }[]).map((b) => b.id), [1, 2, 3], 'with a hint; the orphan book is left out');
+  const nested = await get('/rest/v1/authors?select=id,books(id,chapters!inner(id))&id=eq.1');
+  t.same(nested.body, [{ id: 1, books: [{ id: 1, chapters: [{ id: 1 }, { id: 2 }] }] }], 'inside an embed it narrows the embedded rows');
+  const both = await get('/rest/v1/authors?select=id,books!left!inner(id)');
+  t.equal(both.status, 400);
+  t.same(both.body, { error: 'invalid embed in request' });
+});
+
+t.test('an embed named by a foreign key: its column or its name', async (t) => {
+  const col = await get('/rest/v1/collections?select=id,parent_id(name)&id=eq.4');
+  t.same(col.body, [{ id: 4, parent_id: { name: 'left' } }], 'parent_id(…): the parent');
+  const fk = await get('/rest/v1/books?select=id,books_author_id_fkey(name)&id=eq.3');
+  t.same(fk.body, [{ id: 3, books_author_id_fkey: { name: 'Italo Calvino' } }], 'by the key name');
+  const back = await get('/rest/v1/authors?select=id,list:books_author_id_fkey(id)&id=eq.2');
+  t.same(back.body, [{ id: 2, list: [{ id: 3 }] }], "another table's key by its name: one-to-many");
+  const no = await get('/rest/v1/books?select=id,title(id)');
+  t.same(no.body, { error: 'invalid embed in request' }, 'a column that is no key');
+});
+
 t.test('spread embeds flatten a to-one relationship', async (t) => {
   const r = await get('/rest/v1/books?select=id,...authors(author:name,born)&order=id');
   t.same(r.body, [
