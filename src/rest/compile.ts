@@ -531,11 +531,14 @@ export function csvField(v: string): string {
   return /[",\r\n]/.test(v) ? '"' + v.replaceAll('"', '""') + '"' : v;
 }
 
-/** The CSV records of `_r`, CRLF-separated: each row's values in column order, RFC 4180 quoting. */
+/**
+ * The CSV records of `_r`, one a line (LF, as PostgREST): each row's values in column order,
+ * RFC 4180 quoting (a field with a quote, comma, CR or LF is quoted, quotes doubled).
+ */
 const CSV_BODY =
   `coalesce(string_agg((select string_agg(case when _c.v is null then '' when _c.v ~ '[",\\n\\r]' ` +
   `then '"' || replace(_c.v, '"', '""') || '"' else _c.v end, ',' order by _c.o) ` +
-  `from json_each_text(to_json(_r)) with ordinality _c(k, v, o)), E'\\r\\n'), '')`;
+  `from json_each_text(to_json(_r)) with ordinality _c(k, v, o)), E'\\n'), '')`;
 
 interface TableOptions {
   minimal: boolean;

@@ -52,7 +52,7 @@ export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
     if (p.ranged && total !== '*' && n < Number(total)) status = 206;
   }
   let body = row.body;
-  if (plan.csvHeader !== undefined) body = n === 0 ? plan.csvHeader : plan.csvHeader + '\r\n' + body;
+  if (plan.csvHeader !== undefined) body = n === 0 ? plan.csvHeader : plan.csvHeader + '\n' + body;
   return { status, body, n, contentRange };
 }
 
