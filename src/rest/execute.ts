@@ -48,8 +48,9 @@ export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
   if (plan.contentRange) {
     const total = row.total === undefined || row.total === null ? '*' : String(row.total);
     contentRange = n === 0 ? `*/${total}` : `${p.offset}-${p.offset + n - 1}/${total}`;
-    // A Range header's page that is not the whole result: 206 (PostgREST).
-    if (p.ranged && total !== '*' && n < Number(total)) status = 206;
+    // A Range header's page that is not the whole result: 206 (PostgREST); an empty page
+    // past the end stays 200 (the interface has no 416).
+    if (p.ranged && n > 0 && total !== '*' && n < Number(total)) status = 206;
   }
   let body = row.body;
   if (plan.csvHeader !== undefined) body = n === 0 ? plan.csvHeader : plan.csvHeader + '\n' + body;
