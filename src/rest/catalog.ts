@@ -45,12 +45,27 @@ export interface ForeignKey {
 
 /** An embeddable relationship seen from one table. */
 export interface Relationship {
-  /** many-to-one: this table holds the key → an object; one-to-many: the other does → an array. */
-  readonly cardinality: 'm2o' | 'o2m';
+  /**
+   * many-to-one: this table holds the key → an object; one-to-many: the other does → an
+   * array (an object when its key columns are unique: one-to-one); many-to-many: through a
+   * junction table whose two foreign keys are part of its primary key → an array.
+   */
+  readonly cardinality: 'm2o' | 'o2m' | 'm2m';
+  /** Embedded as an object (many-to-one, one-to-one). */
+  readonly toOne: boolean;
   readonly target: Relation;
-  /** [column of this table, column of the target] pairs. */
+  /** [column of this table, column of the target] pairs; for m2m, of this table and the junction. */
   readonly pairs: readonly (readonly [string, string])[];
+  /** The foreign key's name; for m2m, the junction's key to this table. */
   readonly constraint: string;
+  /** m2m only: the junction and its [junction column, target column] pairs. */
+  readonly junction?: { readonly rel: Relation; readonly constraint: string; readonly pairs: readonly (readonly [string, string])[] };
+}
+
+/** An enum type of `public` and its labels, in order. */
+export interface EnumType {
+  readonly name: string;
+  readonly labels: readonly string[];
 }
 
 export interface Relation {
@@ -61,6 +76,8 @@ export interface Relation {
   readonly updatable: boolean;
   readonly deletable: boolean;
   readonly pk: readonly string[];
+  /** Column sets (sorted) of unique indexes without predicate or expression, the pk included. */
+  readonly uniques: readonly (readonly string[])[];
   readonly columns: ReadonlyMap<string, Column>;
   readonly columnList: readonly Column[];
   readonly description: string | null;
@@ -127,6 +144,7 @@ interface RawRelation {
   updatable: boolean;
   deletable: boolean;
   pk: string[];
+  uniques?: string[][];
   columns: RawColumn[];
   description: string | null;
 }
@@ -161,6 +179,7 @@ export interface RawCatalog {
   relations: RawRelation[];
   foreign_keys: RawForeignKey[];
   functions: RawFunction[];
+  enums?: { name: string; labels: string[] }[];
 }
 
 /** The compiled-SQL cache bound: shapes beyond it are compiled again (cheap) rather than kept. */
@@ -169,6 +188,7 @@ const SQL_CACHE_LIMIT = 5000;
 export class Catalog {
   readonly relations: ReadonlyMap<string, Relation>;
   readonly functions: ReadonlyMap<string, readonly Func[]>;
+  readonly enums: readonly EnumType[];
   /** When this catalog was loaded (ms since the epoch). */
   readonly loadedAt: number;
   private readonly sqlCache = new Map<string, unknown>();
@@ -197,6 +217,7 @@ export class Catalog {
         updatable: r.updatable,
         deletable: r.deletable,
         pk: r.pk,
+        uniques: (r.uniques ?? []).map((u) => [...u].sort()),
         columns: new Map(columnList.map((c) => [c.name, c])),
         columnList,
         description: r.description,
@@ -250,6 +271,7 @@ export class Catalog {
       list.push(fn);
     }
     this.functions = functions;
+    this.enums = raw.enums ?? [];
   }
 
   /**
@@ -263,12 +285,29 @@ export class Catalog {
     const out: Relationship[] = [];
     for (const fk of from.outgoing) {
       if (fk.to === name) {
-        out.push({ cardinality: 'm2o', target, constraint: fk.name, pairs: fk.fromCols.map((c, i) => [c, fk.toCols[i]] as const) });
+        out.push({ cardinality: 'm2o', toOne: true, target, constraint: fk.name, pairs: fk.fromCols.map((c, i) => [c, fk.toCols[i]] as const) });
       }
     }
     for (const fk of from.incoming) {
       if (fk.from === name) {
-        out.push({ cardinality: 'o2m', target, constraint: fk.name, pairs: fk.toCols.map((c, i) => [c, fk.fromCols[i]] as const) });
+        const toOne = isUnique(target, fk.fromCols);
+        out.push({ cardinality: 'o2m', toOne, target, constraint: fk.name, pairs: fk.toCols.map((c, i) => [c, fk.fromCols[i]] as const) });
+      }
+    }
+    // Many-to-many: a junction J with a key to `from` and one to `target`, both inside J's pk.
+    for (const fk of from.incoming) {
+      const j = this.relations.get(fk.from);
+      if (j === undefined || !inPk(j, fk.fromCols)) continue;
+      for (const other of j.outgoing) {
+        if (other === fk || other.to !== name || !inPk(j, other.fromCols)) continue;
+        out.push({
+          cardinality: 'm2m',
+          toOne: false,
+          target,
+          constraint: fk.name,
+          pairs: fk.toCols.map((c, i) => [c, fk.fromCols[i]] as const),
+          junction: { rel: j, constraint: other.name, pairs: other.fromCols.map((c, i) => [c, other.toCols[i]] as const) },
+        });
       }
     }
     return out;
@@ -284,6 +323,16 @@ export class Catalog {
     this.sqlCache.set(key, value);
     return value;
   }
+}
+
+function inPk(rel: Relation, cols: readonly string[]): boolean {
+  return rel.pk.length > 0 && cols.every((c) => rel.pk.includes(c));
+}
+
+/** The columns, as a set, are those of a unique index (or the pk) of `rel`. */
+export function isUnique(rel: Relation, cols: readonly string[]): boolean {
+  const sorted = [...cols].sort();
+  return rel.uniques.some((u) => u.length === sorted.length && u.every((c, i) => c === sorted[i]));
 }
 
 /** One round trip: the whole catalog as JSON, parsed once per load. */

@@ -16,13 +16,16 @@
  *   then limit, offset (when present), then the body (writes).
  */
 import {
+  CASTS,
   GrammarError,
   INVALID_EMBED,
   SQL_BINARY_OPS,
   SQL_FTS_FUNCS,
   parseQuery,
   shapeOf,
+  type EmbedItem,
   type FilterNode,
+  type JsonStep,
   type LogicNode,
   type ParsedQuery,
   type Prefer,
@@ -30,7 +33,7 @@ import {
   type SelectNode,
   type Value,
 } from './grammar.ts';
-import { ident, literal, type Catalog, type Column, type Func, type Relation } from './catalog.ts';
+import { ident, literal, type Catalog, type Column, type Func, type Relation, type Relationship } from './catalog.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -51,6 +54,8 @@ export interface Plan {
   readonly write: boolean;
   /** RPC only: `max-age=N` for STABLE / IMMUTABLE functions. */
   readonly maxAge: number | null;
+  /** Accept: text/csv (GET): the header row; `body` is then the CSV records. */
+  readonly csvHeader?: string;
 }
 
 /** A plan plus the values of one request: ready to run on any connection. */
@@ -59,6 +64,8 @@ export interface Prepared {
   readonly params: Param[];
   /** Offset of the first row, for Content-Range. */
   readonly offset: number;
+  /** Paged by a `Range` header: a partial result with a known total answers 206. */
+  readonly ranged?: boolean;
 }
 
 export const MSG = {
@@ -73,6 +80,10 @@ export const REST_ERRORS = {
   functionNotFound: () => new AppError(404, MSG.functionNotFound),
   unknownColumn: () => new AppError(400, MSG.unknownColumn),
   invalidEmbed: () => new AppError(400, INVALID_EMBED),
+  /** Several relationships fit an embed: the message names the hints that pick one. */
+  ambiguousEmbed: (from: string, name: string, hints: readonly string[]) =>
+    new AppError(400, `${INVALID_EMBED}: more than one relationship between ${from} and ${name}; use one of ${hints.join(', ')}`),
+  schemaNotExposed: () => new AppError(406, 'only the public schema is exposed'),
   methodNotAllowed: () => new AppError(405, 'method not allowed'),
   singular: () => new AppError(406, MSG.singular),
 } as const;
@@ -118,42 +129,195 @@ interface State {
   n: number;
 }
 
+/** A JSON path over a column expression; keys are parameters (`$n`, an int4 for an index). */
+function jsonPath(expr: string, path: readonly JsonStep[]): string {
+  for (const p of path) expr = `(${expr} ${p.arrow} $${p.slot + 1}::text${p.index ? '::int4' : ''})`;
+  return expr;
+}
+
+/** A column, or a JSON path into one, as an operand: SQL, and the type values are cast to. */
+function operand(rel: Relation, name: string, path: readonly JsonStep[] | undefined, alias: string): { sql: string; col: Column } {
+  const col = column(rel, name);
+  const c = alias + '.' + ident(col.name);
+  if (path === undefined) return { sql: c, col };
+  if (col.base !== 'json' && col.base !== 'jsonb') throw ERRORS.invalidRequest();
+  // `->>` yields text; `->` json(b), compared as jsonb (json has no equality).
+  if (path[path.length - 1].arrow === '->>') return { sql: jsonPath(c, path), col: JSON_TEXT };
+  return { sql: `${jsonPath(c, path)}::jsonb`, col: JSON_JSONB };
+}
+
+const JSON_TEXT: Column = {
+  name: '',
+  type: 'text',
+  cast: 'pg_catalog.text',
+  base: 'text',
+  category: 'S',
+  elem: null,
+  nullable: true,
+  hasDefault: false,
+  generated: false,
+  description: null,
+};
+const JSON_JSONB: Column = { ...JSON_TEXT, type: 'jsonb', cast: 'pg_catalog.jsonb', base: 'jsonb', category: 'U' };
+
 function column(rel: Relation, name: string): Column {
   const col = rel.columns.get(name);
   if (col === undefined) throw REST_ERRORS.unknownColumn();
   return col;
 }
 
-function selectList(st: State, rel: Relation, node: SelectNode, alias: string): string {
+/** What embeds add to the query level their select list is part of. */
+interface Frame {
+  /** Lateral joins of spread embeds, each ` left join lateral (…) _sK on true`. */
+  joins: string;
+  /** `!inner` embeds: `exists (…)` conditions, ANDed into that level's WHERE. */
+  conds: string[];
+}
+
+function newFrame(): Frame {
+  return { joins: '', conds: [] };
+}
+
+/**
+ * The select list over `rel` aliased `alias`. Spread and `!inner` embeds add to `frame` (the
+ * FROM clause and WHERE of the level this list is selected at); `names`, when given,
+ * receives the output column names (the CSV header).
+ */
+function selectList(st: State, rel: Relation, node: SelectNode, alias: string, frame: Frame, names?: string[]): string {
   let out = '';
   for (const item of node.items) {
     if (out !== '') out += ', ';
-    out += selectItem(st, rel, item, alias);
+    out += selectItem(st, rel, item, alias, frame, names);
   }
   return out;
 }
 
-function selectItem(st: State, rel: Relation, item: SelectItem, alias: string): string {
-  if (item.kind === 'star') return alias + '.*';
-  if (item.kind === 'column') return alias + '.' + ident(column(rel, item.name).name);
-  // Embed: one foreign key between the two tables, either way (interface §4.3, embedding rules).
-  const found = st.cat.relationships(rel, item.relation);
-  if (found.length !== 1) throw REST_ERRORS.invalidEmbed();
-  const r = found[0];
+function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, frame: Frame, names?: string[]): string {
+  if (item.kind === 'star') {
+    if (names) for (const c of rel.columnList) names.push(c.name);
+    return alias + '.*';
+  }
+  if (item.kind === 'column') {
+    const col = column(rel, item.name);
+    const out = item.alias ?? item.key ?? col.name;
+    if (names) names.push(out);
+    if (item.alias === undefined && item.path === undefined && item.cast === undefined) return alias + '.' + ident(col.name);
+    let expr = alias + '.' + ident(col.name);
+    if (item.path !== undefined) {
+      if (col.base !== 'json' && col.base !== 'jsonb') throw ERRORS.invalidRequest();
+      expr = jsonPath(expr, item.path);
+    }
+    if (item.cast !== undefined) expr = `(${expr})::${CASTS[item.cast]}`;
+    return `${expr} as ${ident(out)}`;
+  }
+  // Embed: one relationship between the two tables (interface §4.3, embedding rules), picked
+  // by the hint when there are several.
+  const r = resolveEmbed(st.cat, rel, item);
+  if (item.spread && !r.toOne) throw REST_ERRORS.invalidEmbed();
   const k = ++st.n;
   const a = '_t' + k;
   const e = '_e' + k;
-  const inner = selectList(st, r.target, item.select, a);
+  const innerFrame = newFrame();
+  const innerNames = item.spread && names ? names : undefined;
+  const inner = selectList(st, r.target, item.select, a, innerFrame, innerNames);
+  let from = `${r.target.qname} ${a}`;
   let cond = '';
-  for (const [mine, theirs] of r.pairs) {
-    if (cond !== '') cond += ' and ';
-    cond += `${a}.${ident(theirs)} = ${alias}.${ident(mine)}`;
+  if (r.junction === undefined) {
+    for (const [mine, theirs] of r.pairs) {
+      if (cond !== '') cond += ' and ';
+      cond += `${a}.${ident(theirs)} = ${alias}.${ident(mine)}`;
+    }
+  } else {
+    // many-to-many: through the junction; its keys are in its pk, so no row twice.
+    const j = '_j' + k;
+    let on = '';
+    for (const [jc, tc] of r.junction.pairs) {
+      if (on !== '') on += ' and ';
+      on += `${j}.${ident(jc)} = ${a}.${ident(tc)}`;
+    }
+    from += ` join ${r.junction.rel.qname} ${j} on ${on}`;
+    for (const [mine, jc] of r.pairs) {
+      if (cond !== '') cond += ' and ';
+      cond += `${j}.${ident(jc)} = ${alias}.${ident(mine)}`;
+    }
   }
-  const sub = `select ${inner} from ${r.target.qname} ${a} where ${cond}`;
-  // many-to-one: the row or null; one-to-many: an array, [] when none (contract §9).
-  return r.cardinality === 'm2o'
-    ? `(select to_json(${e}) from (${sub}) ${e}) as ${ident(item.relation)}`
-    : `(select coalesce(json_agg(${e}), '[]') from (${sub}) ${e}) as ${ident(item.relation)}`;
+  for (const c of innerFrame.conds) cond += ' and ' + c;
+  const sub = `select ${inner} from ${from}${innerFrame.joins} where ${cond}`;
+  // `!inner`: this level keeps only rows with a related row (the same subquery, as EXISTS).
+  if (item.inner) frame.conds.push(`exists (${sub})`);
+  if (item.spread) {
+    // A to-one relationship's columns, flattened into this row: null columns when none.
+    const sp = '_s' + k;
+    frame.joins += ` left join lateral (${sub}) ${sp} on true`;
+    return sp + '.*';
+  }
+  const out = item.alias ?? item.relation;
+  if (names) names.push(out);
+  // to-one: the row or null; to-many: an array, [] when none (contract §9).
+  return r.toOne
+    ? `(select to_json(${e}) from (${sub}) ${e}) as ${ident(out)}`
+    : `(select coalesce(json_agg(${e}), '[]') from (${sub}) ${e}) as ${ident(out)}`;
+}
+
+/**
+ * An embed named by a foreign key instead of a table (PostgREST): this table's key by its
+ * name or its one column (`parent_id(*)`: the parent), or another table's key to this one by
+ * its name.
+ */
+function byKeyName(cat: Catalog, rel: Relation, name: string): Relationship[] {
+  const out: Relationship[] = [];
+  for (const fk of rel.outgoing) {
+    if (fk.name === name || (fk.fromCols.length === 1 && fk.fromCols[0] === name)) {
+      for (const r of cat.relationships(rel, fk.to)) if (r.cardinality === 'm2o' && r.constraint === fk.name) out.push(r);
+    }
+  }
+  for (const fk of rel.incoming) {
+    if (fk.name === name) {
+      for (const r of cat.relationships(rel, fk.from)) if (r.cardinality === 'o2m' && r.constraint === fk.name) out.push(r);
+    }
+  }
+  return out;
+}
+
+/** The hint that names a relationship in the ambiguity message: its key, or its junction. */
+function hintOf(r: Relationship): string {
+  return r.junction === undefined ? r.constraint : r.junction.rel.name;
+}
+
+/**
+ * Picks the relationship an embed means. A hint keeps those whose foreign key has that name,
+ * whose key columns include it, or (many-to-many) whose junction has that name or whose
+ * junction key to this table does. A
+ * self-reference gives the same key both ways: the children (one-to-many), or the parent
+ * (many-to-one) when the hint names a column. None: `invalid embed in request`; several: the
+ * message names the hints.
+ */
+export function resolveEmbed(cat: Catalog, rel: Relation, item: EmbedItem): Relationship {
+  let found = cat.relationships(rel, item.relation);
+  if (found.length === 0) found = byKeyName(cat, rel, item.relation);
+  const hint = item.hint;
+  let byColumn = false;
+  if (hint !== undefined) {
+    found = found.filter((r) => {
+      if (r.junction !== undefined) return r.junction.rel.name === hint || r.constraint === hint;
+      if (r.constraint === hint) return true;
+      const col = r.pairs.some(([mine, theirs]) => (r.cardinality === 'm2o' ? mine : theirs) === hint);
+      if (col) byColumn = true;
+      return col;
+    });
+  }
+  if (found.length === 2 && found[0].constraint === found[1].constraint && found[0].target === rel && found[0].junction === undefined && found[1].junction === undefined) {
+    // Self-reference: m2o and o2m over one key.
+    const want = byColumn ? 'm2o' : 'o2m';
+    found = found.filter((r) => r.cardinality === want);
+  }
+  if (found.length === 1) return found[0];
+  if (found.length === 0) throw REST_ERRORS.invalidEmbed();
+  let hints = [...new Set(found.map((r) => item.relation + '!' + hintOf(r)))];
+  // Two ways through one junction (a self many-to-many): its keys tell them apart.
+  if (hints.length < found.length) hints = [...new Set(found.map((r) => item.relation + '!' + r.constraint))];
+  hints.sort();
+  throw REST_ERRORS.ambiguousEmbed(rel.name, item.relation, hints);
 }
 
 // ---------------------------------------------------------------------------
@@ -161,8 +325,7 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string): 
 // ---------------------------------------------------------------------------
 
 function filterSql(rel: Relation, f: FilterNode, alias: string): string {
-  const col = column(rel, f.column);
-  const c = alias + '.' + ident(col.name);
+  const { sql: c, col } = operand(rel, f.column, f.path, alias);
   let s: string;
   switch (f.op) {
     case 'is':
@@ -173,7 +336,7 @@ function filterSql(rel: Relation, f: FilterNode, alias: string): string {
       break;
     case 'like':
     case 'ilike':
-      s = `${c} ${f.op} $${f.slot + 1}::text`;
+      s = f.quant === undefined ? `${c} ${f.op} $${f.slot + 1}::text` : `${c} ${f.op} ${f.quant}($${f.slot + 1}::text::text[])`;
       break;
     case 'fts':
     case 'plfts':
@@ -185,7 +348,10 @@ function filterSql(rel: Relation, f: FilterNode, alias: string): string {
       break;
     }
     default:
-      s = `${c} ${SQL_BINARY_OPS[f.op]} ${castParam(f.slot + 1, col.cast)}`;
+      s =
+        f.quant === undefined
+          ? `${c} ${SQL_BINARY_OPS[f.op]} ${castParam(f.slot + 1, col.cast)}`
+          : `${c} ${SQL_BINARY_OPS[f.op]} ${f.quant}($${f.slot + 1}::text::${col.cast}[])`;
   }
   return f.negated ? `not (${s})` : s;
 }
@@ -207,7 +373,7 @@ function whereSql(rel: Relation, q: ParsedQuery, alias: string): string {
 function orderSql(rel: Relation, q: ParsedQuery, alias: string): string {
   if (q.order.length === 0) return '';
   const parts = q.order.map((o) => {
-    let s = `${alias}.${ident(column(rel, o.column).name)} ${o.direction}`;
+    let s = `${operand(rel, o.column, o.path, alias).sql} ${o.direction}`;
     if (o.nulls !== null) s += ` nulls ${o.nulls}`;
     return s;
   });
@@ -249,6 +415,10 @@ export interface TableRequest {
   readonly bodyText?: string;
   readonly prefer: Prefer;
   readonly singular: boolean;
+  /** GET: `Accept: text/csv`. */
+  readonly csv?: boolean;
+  /** GET: a `Range: from-to` header (`to` null: open). Intersected with limit/offset. */
+  readonly range?: { readonly from: number; readonly to: number | null } | null;
 }
 
 function bodyError(): AppError {
@@ -275,9 +445,18 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
   let q: ParsedQuery;
   try {
     q = parseQuery(req.query);
+    // POST binds only what `select` needs (its JSON path keys): parse that alone.
+    if (req.method === 'POST' && q.values.length > 0) {
+      const only = new URLSearchParams();
+      const s = new URLSearchParams(req.query).get('select');
+      if (s !== null) only.set('select', s);
+      q = parseQuery(only);
+    }
   } catch (err) {
     throw grammarToAppError(err);
   }
+  const ranged = req.method === 'GET' && req.range != null;
+  if (ranged) q = withRange(q, req.range!);
 
   let columns: string[] = [];
   let bodyParam: string | null = null;
@@ -313,48 +492,82 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
 
   const minimal = req.prefer.returnMinimal && req.method !== 'GET';
   const count = minimal ? null : req.prefer.count;
-  const singular = req.singular && !minimal;
+  const csv = req.method === 'GET' && req.csv === true;
+  const singular = req.singular && !minimal && !csv;
   const key =
     req.method + '\u0000' + rel.name + '\u0000' + shapeOf(q) + '\u0000' + columns.join('\u0001') + '\u0000' +
-    (minimal ? 'm' : '') + (singular ? 's' : '') + (count ?? '');
+    (minimal ? 'm' : '') + (singular ? 's' : '') + (csv ? 'c' : '') + (count ?? '');
   let plan = cat.cached<Plan>(key);
   if (plan === undefined) {
-    plan = cat.remember(key, compileTable(cat, rel, req.method, q, columns, { minimal, count, singular }));
+    plan = cat.remember(key, compileTable(cat, rel, req.method, q, columns, { minimal, count, singular, csv }));
   }
 
   // POST takes only `select` from the query (filters, order and paging mean nothing there).
   const params: Param[] = [];
-  if (req.method !== 'POST') bindValues(q.values, params);
+  bindValues(q.values, params);
   if (req.method === 'GET') {
     if (q.limit !== null) params.push(String(q.limit));
     if (q.offset !== null) params.push(String(q.offset));
   }
   if (bodyParam !== null) params.push(bodyParam);
-  return { plan, params, offset: q.offset ?? 0 };
+  return ranged ? { plan, params, offset: q.offset ?? 0, ranged } : { plan, params, offset: q.offset ?? 0 };
 }
+
+/** limit/offset ∩ the Range header's rows (both absolute, as PostgREST intersects them). */
+function withRange(q: ParsedQuery, range: { readonly from: number; readonly to: number | null }): ParsedQuery {
+  const qFrom = q.offset ?? 0;
+  const qTo = q.limit === null ? Infinity : qFrom + q.limit - 1;
+  const from = Math.max(qFrom, range.from);
+  const to = Math.min(qTo, range.to ?? Infinity);
+  return {
+    ...q,
+    offset: from === 0 ? null : from,
+    limit: to === Infinity ? null : Math.max(0, to - from + 1),
+  };
+}
+
+/** One CSV field (RFC 4180): quoted when it holds a quote, comma or line break. */
+export function csvField(v: string): string {
+  return /[",\r\n]/.test(v) ? '"' + v.replaceAll('"', '""') + '"' : v;
+}
+
+/**
+ * The CSV records of `_r`, one a line (LF, as PostgREST): each row's values in column order,
+ * RFC 4180 quoting (a field with a quote, comma, CR or LF is quoted, quotes doubled).
+ */
+const CSV_BODY =
+  `coalesce(string_agg((select string_agg(case when _c.v is null then '' when _c.v ~ '[",\\n\\r]' ` +
+  `then '"' || replace(_c.v, '"', '""') || '"' else _c.v end, ',' order by _c.o) ` +
+  `from json_each_text(to_json(_r)) with ordinality _c(k, v, o)), E'\\n'), '')`;
 
 interface TableOptions {
   minimal: boolean;
   count: Prefer['count'];
   singular: boolean;
+  csv?: boolean;
 }
 
 export function compileTable(cat: Catalog, rel: Relation, method: Method, q: ParsedQuery, columns: readonly string[], o: TableOptions): Plan {
   const st: State = { cat, n: 0 };
-  let p = method === 'POST' ? 0 : q.values.length; // last parameter number used so far
+  let p = q.values.length; // last parameter number used so far
   const where = method === 'POST' ? '' : whereSql(rel, q, '_t0');
   const whereClause = where === '' ? '' : ' where ' + where;
   const base = { count: o.count, singular: o.singular, maxAge: null };
 
   if (method === 'GET') {
-    const list = selectList(st, rel, q.select, '_t0');
+    const frame = newFrame();
+    const names: string[] | undefined = o.csv ? [] : undefined;
+    const list = selectList(st, rel, q.select, '_t0', frame, names);
+    // `!inner` embeds narrow the rows, and so the count.
+    const all = frame.conds.length === 0 ? where : [...(where === '' ? [] : [where]), ...frame.conds].join(' and ');
     let paging = '';
     if (q.limit !== null) paging += ` limit $${++p}::text::int8`;
     if (q.offset !== null) paging += ` offset $${++p}::text::int8`;
-    let text = `${outer(o.singular)}`;
-    if (o.count !== null) text += `, ${countSql(rel, q, where, o.count)}::int8 as total`;
-    text += ` from (select ${list} from ${rel.qname} _t0${whereClause}${orderSql(rel, q, '_t0')}${paging}) _r`;
-    return { ...base, text, status: 200, returnsBody: true, contentRange: true, write: false };
+    let text = o.csv ? `select ${CSV_BODY} as body, count(*)::int4 as n` : `${outer(o.singular)}`;
+    if (o.count !== null) text += `, ${countSql(rel, q, all, o.count)}::int8 as total`;
+    text += ` from (select ${list} from ${rel.qname} _t0${frame.joins}${all === '' ? '' : ' where ' + all}${orderSql(rel, q, '_t0')}${paging}) _r`;
+    const plan: Plan = { ...base, text, status: 200, returnsBody: true, contentRange: true, write: false };
+    return names ? { ...plan, csvHeader: names.map(csvField).join(',') } : plan;
   }
 
   const cols = columns.map(ident).join(', ');
@@ -376,10 +589,11 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
     // apply to RETURNING), as in PostgREST. PATCH and DELETE answer 204, POST 201.
     return { ...base, text: write, status: method === 'POST' ? 201 : 204, returnsBody: false, contentRange: false, write: true };
   }
-  const list = selectList(st, rel, q.select, '_t0');
+  const frame = newFrame();
+  const list = selectList(st, rel, q.select, '_t0', frame);
   let text = `with _w as (${write} returning ${method === 'POST' ? '*' : '_t0.*'}) ${outer(o.singular)}`;
   if (o.count !== null) text += `, count(*)::int8 as total`;
-  text += ` from (select ${list} from _w _t0) _r`;
+  text += ` from (select ${list} from _w _t0${frame.joins}${frame.conds.length === 0 ? '' : ' where ' + frame.conds.join(' and ')}) _r`;
   return { ...base, text, status, returnsBody: true, contentRange: o.count !== null, write: true };
 }
 

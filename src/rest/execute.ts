@@ -44,11 +44,17 @@ export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
   const n = row.n;
   if (plan.singular && n !== 1) throw REST_ERRORS.singular();
   let contentRange: string | null = null;
+  let status = plan.status;
   if (plan.contentRange) {
     const total = row.total === undefined || row.total === null ? '*' : String(row.total);
     contentRange = n === 0 ? `*/${total}` : `${p.offset}-${p.offset + n - 1}/${total}`;
+    // A Range header's page that is not the whole result: 206 (PostgREST); an empty page
+    // past the end stays 200 (the interface has no 416).
+    if (p.ranged && n > 0 && total !== '*' && n < Number(total)) status = 206;
   }
-  return { status: plan.status, body: row.body, n, contentRange };
+  let body = row.body;
+  if (plan.csvHeader !== undefined) body = n === 0 ? plan.csvHeader : plan.csvHeader + '\n' + body;
+  return { status, body, n, contentRange };
 }
 
 /**

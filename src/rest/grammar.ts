@@ -8,13 +8,21 @@
  * text depends only on the *shape* (see `shapeOf`) and values are bound as `$n`.
  *
  *   select   = [ item *( "," item ) ]            ; absent / empty / blank → "*"
- *   item     = "*" | name [ "(" item *( "," item ) ")" ]   ; embed, ≤ 3 levels deep
+ *   item     = "*"
+ *            | [ alias ":" ] field [ "::" cast ]                      ; cast: a name of CASTS
+ *            | [ alias ":" ] name [ "!" hint ] [ "!" join ] "(" item *( "," item ) ")"   ; embed, ≤ 3 levels deep
+ *            | "..." name [ "!" hint ] [ "!" join ] "(" item *( "," item ) ")"   ; spread (to-one) embed
+ *   join     = "inner" | "left"                  ; inner: only rows that have a related row
+ *   field    = name *( ( "->" | "->>" ) key )    ; JSON path; key = name | [ "-" ] 1*DIGIT
+ *   alias, hint = name
  *   name     = 1*( ALPHA / DIGIT / "_" / "$" / non-ASCII ) | quoted
  *   quoted   = DQUOTE *( any-but-DQUOTE-or-"\" | "\" any ) DQUOTE
  *
  *   {column} = [ "not." ] op "." value           ; value = rest of the parameter, verbatim
+ *              ; the key may carry a JSON path: column *( ( "->" | "->>" ) key ), key verbatim or quoted
  *   op       = eq | neq | gt | gte | lt | lte    ; scalar
  *            | like | ilike                      ; "*" → "%"
+ *            | ( cmp | like | ilike ) "(" ( "any" | "all" ) ")"   ; value: "{a,b}" array literal
  *            | is                                ; null | true | false | unknown (any case)
  *            | in                                ; list
  *            | cs | cd | ov                      ; "{…}" array literal, or "[…]"/"(…)" range literal
@@ -25,11 +33,11 @@
  *   or / and / not.or / not.and = group
  *   group    = "(" term *( "," term ) ")"
  *   term     = [ "not." ] ( "and" | "or" ) group
- *            | name "." [ "not." ] op "." gvalue
+ *            | field "." [ "not." ] op "." gvalue
  *   gvalue   = quoted | list (in) | "{…}" / "[…]" / "(…)" (cs cd ov and range ops)
  *            | *( any-but-","-or-")" )          ; trimmed
  *
- *   order    = oterm *( "," oterm )              ; oterm = name [ ".asc" | ".desc" ] [ ".nullsfirst" | ".nullslast" ]
+ *   order    = oterm *( "," oterm )              ; oterm = field [ ".asc" | ".desc" ] [ ".nullsfirst" | ".nullslast" ]
  *   limit / offset = 1*DIGIT
  *
  * Everything is scanned left to right with an index over the input (no regexes, no
@@ -55,6 +63,35 @@ export class GrammarError extends Error {
 export const MAX_EMBED_DEPTH = 3;
 /** Nesting limit for and()/or() groups (guards the recursion; not part of the contract). */
 export const MAX_LOGIC_DEPTH = 32;
+/** Aliases become output names, which PostgreSQL would cut at 63 bytes: longer is refused. */
+export const MAX_ALIAS_BYTES = 63;
+
+/** The casts `select` accepts (`col::name`), each to one fixed built-in type. */
+export const CASTS: Readonly<Record<string, string>> = Object.freeze({
+  text: 'pg_catalog.text',
+  varchar: 'pg_catalog.varchar',
+  int: 'pg_catalog.int4',
+  integer: 'pg_catalog.int4',
+  int2: 'pg_catalog.int2',
+  smallint: 'pg_catalog.int2',
+  int4: 'pg_catalog.int4',
+  int8: 'pg_catalog.int8',
+  bigint: 'pg_catalog.int8',
+  numeric: 'pg_catalog.numeric',
+  float4: 'pg_catalog.float4',
+  real: 'pg_catalog.float4',
+  float8: 'pg_catalog.float8',
+  bool: 'pg_catalog.bool',
+  boolean: 'pg_catalog.bool',
+  date: 'pg_catalog.date',
+  time: 'pg_catalog.time',
+  timestamp: 'pg_catalog.timestamp',
+  timestamptz: 'pg_catalog.timestamptz',
+  interval: 'pg_catalog.interval',
+  uuid: 'pg_catalog.uuid',
+  json: 'pg_catalog.json',
+  jsonb: 'pg_catalog.jsonb',
+});
 
 // ---------------------------------------------------------------------------
 // AST
@@ -63,10 +100,42 @@ export const MAX_LOGIC_DEPTH = 32;
 /** A bound value: a scalar as text, or (for `in`) a list bound as one text[] parameter. */
 export type Value = string | string[];
 
-export type SelectItem =
-  | { readonly kind: 'star' }
-  | { readonly kind: 'column'; readonly name: string }
-  | { readonly kind: 'embed'; readonly relation: string; readonly select: SelectNode };
+/** One `->` / `->>` step of a JSON path; the key is a bound value, `values[slot]`. */
+export interface JsonStep {
+  readonly arrow: '->' | '->>';
+  readonly slot: number;
+  /** The key is an integer: an array index (bound as int4). */
+  readonly index: boolean;
+}
+
+/** Optional fields are present only when written, so a plain column is `{kind, name}`. */
+export interface ColumnItem {
+  readonly kind: 'column';
+  readonly name: string;
+  /** `alias:`: the output name. */
+  readonly alias?: string;
+  /** JSON path steps (never empty when present). */
+  readonly path?: readonly JsonStep[];
+  /** With a path and no alias: the last key, the output name (as PostgREST names it). */
+  readonly key?: string;
+  /** `::cast`: a key of CASTS. */
+  readonly cast?: string;
+}
+
+export interface EmbedItem {
+  readonly kind: 'embed';
+  readonly relation: string;
+  readonly select: SelectNode;
+  readonly alias?: string;
+  /** `!hint`: a foreign key's name, one of its columns, or a junction's name. */
+  readonly hint?: string;
+  /** `...relation(…)`: the related row's columns flattened into this row. */
+  readonly spread?: true;
+  /** `!inner`: only rows with at least one related row (`!left`, the default, is not kept). */
+  readonly inner?: true;
+}
+
+export type SelectItem = { readonly kind: 'star' } | ColumnItem | EmbedItem;
 
 export interface SelectNode {
   readonly items: readonly SelectItem[];
@@ -100,11 +169,15 @@ interface FilterCommon {
   readonly column: string;
   /** `not.` prefix: wrap the predicate in NOT (…). */
   readonly negated: boolean;
+  /** `column->a->>b`: JSON path steps (never empty when present); their slots come before the value's. */
+  readonly path?: readonly JsonStep[];
 }
 /** `values[slot]` is a string (like/ilike already have `*` → `%`). */
 export interface BinaryFilter extends FilterCommon {
   readonly op: BinaryOp;
   readonly slot: number;
+  /** `op(any)` / `op(all)`: the value is an array literal `{…}`, compared with any / all of it. */
+  readonly quant?: 'any' | 'all';
 }
 /** `values[slot]` is a string[]; compile as `column = any($slot)` (empty list → false). */
 export interface InFilter extends FilterCommon {
@@ -134,6 +207,8 @@ export interface LogicNode {
 
 export interface OrderTerm {
   readonly column: string;
+  /** JSON path steps (never empty when present). */
+  readonly path?: readonly JsonStep[];
   readonly direction: 'asc' | 'desc';
   /** null: PostgreSQL's default for the direction. */
   readonly nulls: 'first' | 'last' | null;
@@ -150,8 +225,9 @@ export interface ParsedQuery {
   readonly offset: number | null;
   /**
    * Bound values, slot-indexed. Slots are assigned filters first, then logic groups,
-   * each depth-first left to right (fts: term, then language), so two queries with
-   * the same `shapeOf` have the same slot layout and the same `values.length`.
+   * then JSON path keys of `select`, then those of `order`, each depth-first left to right
+   * (a filter: its path keys, then its value; fts: term, then language), so two queries
+   * with the same `shapeOf` have the same slot layout and the same `values.length`.
    */
   readonly values: Value[];
 }
@@ -209,9 +285,13 @@ const C_LPAREN = 40;
 const C_RPAREN = 41;
 const C_STAR = 42;
 const C_COMMA = 44;
+const C_MINUS = 45;
 const C_DOT = 46;
 const C_0 = 48;
 const C_9 = 57;
+const C_COLON = 58;
+const C_GT = 62;
+const C_BANG = 33;
 const C_A = 65;
 const C_Z = 90;
 const C_LBRACKET = 91;
@@ -305,6 +385,83 @@ function readName(c: Cursor): string {
   return s.slice(start, i);
 }
 
+/** At `->` (or `->>`): reads the arrow; null when none starts at c.i. */
+function readArrow(c: Cursor): '->' | '->>' | null {
+  const s = c.s;
+  if (s.charCodeAt(c.i) !== C_MINUS || s.charCodeAt(c.i + 1) !== C_GT) return null;
+  if (s.charCodeAt(c.i + 2) === C_GT) {
+    c.i += 3;
+    return '->>';
+  }
+  c.i += 2;
+  return '->';
+}
+
+function isIndexKey(key: string): boolean {
+  const n = key.length;
+  let i = key.charCodeAt(0) === C_MINUS ? 1 : 0;
+  if (i >= n || n - i > 9) return false;
+  for (; i < n; i++) {
+    const ch = key.charCodeAt(i);
+    if (ch < C_0 || ch > C_9) return false;
+  }
+  return true;
+}
+
+function pushStep(arrow: '->' | '->>', key: string, values: Value[]): JsonStep {
+  return { arrow, slot: values.push(key) - 1, index: isIndexKey(key) };
+}
+
+/**
+ * Reads `*( ( "->" | "->>" ) key )` at c.i (key = name or `-`digits), pushing each key.
+ * Returns null when there is no path; `last` receives the last key.
+ */
+function readPath(c: Cursor, values: Value[], last: { key: string }): JsonStep[] | null {
+  let path: JsonStep[] | null = null;
+  for (;;) {
+    const arrow = readArrow(c);
+    if (arrow === null) return path;
+    let key: string;
+    if (c.s.charCodeAt(c.i) === C_MINUS) {
+      const start = c.i++;
+      while (c.i < c.s.length && c.s.charCodeAt(c.i) >= C_0 && c.s.charCodeAt(c.i) <= C_9) c.i++;
+      key = c.s.slice(start, c.i);
+      if (key.length === 1) throw invalid();
+    } else key = readName(c);
+    if (key === '') throw invalid();
+    (path ??= []).push(pushStep(arrow, key, values));
+    last.key = key;
+  }
+}
+
+/**
+ * A filter key `column->a->>b` (verbatim text, as filter keys are): the column and the
+ * steps, keys pushed in order. A key is the text up to the next `->` (or a quoted string).
+ */
+function splitFilterKey(key: string, values: Value[]): { column: string; path: JsonStep[] | null } {
+  const at = key.indexOf('->');
+  if (at < 0) return { column: key, path: null };
+  const column = key.slice(0, at);
+  if (column === '') throw invalid();
+  const c: Cursor = { s: key, i: at };
+  const path: JsonStep[] = [];
+  while (c.i < key.length) {
+    const arrow = readArrow(c);
+    if (arrow === null) throw invalid();
+    let k: string;
+    if (key.charCodeAt(c.i) === C_DQUOTE) k = readQuoted(c);
+    else {
+      const next = key.indexOf('->', c.i);
+      const end = next < 0 ? key.length : next;
+      k = key.slice(c.i, end);
+      c.i = end;
+    }
+    if (k === '') throw invalid();
+    path.push(pushStep(arrow, k, values));
+  }
+  return { column, path };
+}
+
 /** Reads [a-z]*; returns '' when none. */
 function readWord(c: Cursor): string {
   const s = c.s;
@@ -324,24 +481,24 @@ function readWord(c: Cursor): string {
  * Embed errors (depth > 3, `rel(count)`, `rel()`, unbalanced parens) → `invalid embed in request`;
  * other syntax errors → `invalid request`.
  */
-export function parseSelect(select: string | undefined | null): SelectNode {
+export function parseSelect(select: string | undefined | null, values: Value[] = []): SelectNode {
   if (select == null) return STAR_SELECT;
   const c: Cursor = { s: select, i: 0 };
   skipWs(c);
   if (c.i === select.length) return STAR_SELECT;
-  const node = parseSelectList(c, 0);
+  const node = parseSelectList(c, 0, values);
   // parseSelectList at depth 0 stops only at end of input or a stray ')'.
   if (c.i < select.length) throw invalidEmbed();
   return node;
 }
 
 /** Parses items up to end of input (depth 0) or the closing ')' (depth > 0, left unconsumed). */
-function parseSelectList(c: Cursor, depth: number): SelectNode {
+function parseSelectList(c: Cursor, depth: number, values: Value[]): SelectNode {
   const s = c.s;
   const items: SelectItem[] = [];
   for (;;) {
     skipWs(c);
-    items.push(parseSelectItem(c, depth));
+    items.push(parseSelectItem(c, depth, values));
     skipWs(c);
     if (c.i >= s.length) {
       if (depth > 0) throw invalidEmbed(); // unclosed '('
@@ -359,7 +516,12 @@ function parseSelectList(c: Cursor, depth: number): SelectNode {
   return { items };
 }
 
-function parseSelectItem(c: Cursor, depth: number): SelectItem {
+/** An alias or JSON key that names an output column: at most 63 bytes, no NUL. */
+function isOutputName(name: string): boolean {
+  return Buffer.byteLength(name) <= MAX_ALIAS_BYTES && !name.includes('\u0000');
+}
+
+function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem {
   const s = c.s;
   const ch = s.charCodeAt(c.i);
   if (ch === C_STAR) {
@@ -367,22 +529,86 @@ function parseSelectItem(c: Cursor, depth: number): SelectItem {
     return STAR_SELECT.items[0];
   }
   if (ch === C_LPAREN || ch === C_RPAREN) throw invalidEmbed(); // `(id)`, `a,)`
-  const name = readName(c);
+  const spread = s.startsWith('...', c.i);
+  if (spread) c.i += 3;
+  let name = readName(c);
   if (name === '') throw invalid(); // empty item or a character that cannot start a name
-  skipWs(c);
-  if (s.charCodeAt(c.i) !== C_LPAREN) return { kind: 'column', name };
+  let alias: string | undefined;
+  if (s.charCodeAt(c.i) === C_COLON && s.charCodeAt(c.i + 1) !== C_COLON) {
+    // `alias:` — not on a spread, whose columns keep their own names.
+    if (spread || !isOutputName(name)) throw invalid();
+    alias = name;
+    c.i++;
+    skipWs(c);
+    name = readName(c);
+    if (name === '') throw invalid();
+  }
+  let hint: string | undefined;
+  let join: string | undefined;
+  if (s.charCodeAt(c.i) === C_BANG) {
+    // `!hint`, `!inner` / `!left`, or `!hint!inner`.
+    while (s.charCodeAt(c.i) === C_BANG) {
+      c.i++;
+      const w = readName(c);
+      if (w === '') throw invalidEmbed();
+      if (w === 'inner' || w === 'left') {
+        if (join !== undefined) throw invalidEmbed();
+        join = w;
+      } else {
+        if (hint !== undefined || join !== undefined) throw invalidEmbed();
+        hint = w;
+      }
+    }
+    skipWs(c);
+    if (s.charCodeAt(c.i) !== C_LPAREN) throw invalidEmbed(); // a hint only on an embed
+  }
+  if (!spread && hint === undefined && join === undefined) {
+    const last = { key: '' };
+    const path = readPath(c, values, last);
+    let cast: string | undefined;
+    if (s.charCodeAt(c.i) === C_COLON && s.charCodeAt(c.i + 1) === C_COLON) {
+      c.i += 2;
+      const w = readName(c).toLowerCase();
+      if (!Object.hasOwn(CASTS, w)) throw invalid();
+      cast = w;
+    }
+    skipWs(c);
+    if (s.charCodeAt(c.i) !== C_LPAREN || path !== null || cast !== undefined) {
+      const item: { kind: 'column'; name: string; alias?: string; path?: JsonStep[]; key?: string; cast?: string } = { kind: 'column', name };
+      if (alias !== undefined) item.alias = alias;
+      if (path !== null) {
+        item.path = path;
+        if (alias === undefined) {
+          if (!isOutputName(last.key)) throw invalid();
+          item.key = last.key;
+        }
+      }
+      if (cast !== undefined) item.cast = cast;
+      return item;
+    }
+  }
   // Embed.
+  if (s.charCodeAt(c.i) !== C_LPAREN) throw invalidEmbed(); // `...rel` without a list
   if (depth + 1 > MAX_EMBED_DEPTH) throw invalidEmbed();
   c.i++;
   skipWs(c);
   if (c.i >= s.length || s.charCodeAt(c.i) === C_RPAREN) throw invalidEmbed(); // `rel(` / `rel()`
-  const inner = parseSelectList(c, depth + 1);
+  const inner = parseSelectList(c, depth + 1, values);
   c.i++; // the ')' parseSelectList stopped at
   if (inner.items.length === 1) {
     const only = inner.items[0];
-    if (only.kind === 'column' && only.name === 'count') throw invalidEmbed(); // `rel(count)`
+    if (only.kind === 'column' && only.name === 'count' && only.path === undefined) throw invalidEmbed(); // `rel(count)`
   }
-  return { kind: 'embed', relation: name, select: inner };
+  const embed: { kind: 'embed'; relation: string; select: SelectNode; alias?: string; hint?: string; spread?: true; inner?: true } = {
+    kind: 'embed',
+    relation: name,
+    select: inner,
+  };
+  if (alias !== undefined) embed.alias = alias;
+  if (hint !== undefined) embed.hint = hint;
+  if (spread) embed.spread = true;
+  if (join === 'inner') embed.inner = true;
+  return embed;
 }
 
 // ---------------------------------------------------------------------------
@@ -440,6 +666,7 @@ interface OpHead {
   op: string;
   kind: number;
   lang: string | null;
+  quant: 'any' | 'all' | null;
 }
 
 /** Scans `[not.]op[(lang)].` at c.i; leaves c.i at the first char of the value. */
@@ -457,6 +684,15 @@ function readOpHead(c: Cursor, head: OpHead): void {
   head.op = word;
   head.kind = kind;
   head.lang = null;
+  head.quant = null;
+  if ((kind === K_CMP || kind === K_LIKE) && s.charCodeAt(c.i) === C_LPAREN) {
+    // `op(any)` / `op(all)`
+    c.i++;
+    const q = readWord(c);
+    if ((q !== 'any' && q !== 'all') || s.charCodeAt(c.i) !== C_RPAREN) throw invalid();
+    head.quant = q;
+    c.i++;
+  }
   if (kind === K_FTS && s.charCodeAt(c.i) === C_LPAREN) {
     const start = ++c.i;
     let i = start;
@@ -541,15 +777,18 @@ function isValueOf(v: string): IsValue {
 }
 
 /** Builds the node for a scalar-valued operator (everything but `in`), pushing its value(s). */
-function makeFilter(column: string, head: OpHead, value: string, values: Value[]): FilterNode {
+function makeFilter(column: string, head: OpHead, value: string, values: Value[], path: JsonStep[] | null = null): FilterNode {
   const negated = head.negated;
+  let node: FilterNode;
   switch (head.kind) {
     case K_IS:
-      return { kind: 'filter', column, negated, op: 'is', value: isValueOf(value) };
+      node = { kind: 'filter', column, negated, op: 'is', value: isValueOf(value) };
+      return path === null ? node : { ...node, path };
     case K_FTS: {
       const slot = values.push(value) - 1;
       const langSlot = head.lang === null ? null : values.push(head.lang) - 1;
-      return { kind: 'filter', column, negated, op: head.op as FtsOp, slot, langSlot };
+      node = { kind: 'filter', column, negated, op: head.op as FtsOp, slot, langSlot };
+      return path === null ? node : { ...node, path };
     }
     case K_LIKE:
       if (value.indexOf('*') >= 0) value = value.replaceAll('*', '%');
@@ -561,7 +800,17 @@ function makeFilter(column: string, head: OpHead, value: string, values: Value[]
       if (!isRangeLiteral(value)) throw invalid();
       break;
   }
-  return { kind: 'filter', column, negated, op: head.op as BinaryOp, slot: values.push(value) - 1 };
+  if (head.quant !== null && !isArrayLiteral(value)) throw invalid();
+  const bin: { kind: 'filter'; column: string; negated: boolean; op: BinaryOp; slot: number; quant?: 'any' | 'all'; path?: JsonStep[] } = {
+    kind: 'filter',
+    column,
+    negated,
+    op: head.op as BinaryOp,
+    slot: values.push(value) - 1,
+  };
+  if (head.quant !== null) bin.quant = head.quant;
+  if (path !== null) bin.path = path;
+  return bin;
 }
 
 /**
@@ -569,17 +818,19 @@ function makeFilter(column: string, head: OpHead, value: string, values: Value[]
  * everything after `op.`, verbatim (top-level values are not unquoted; `in` lists are).
  * Value(s) are pushed onto `values`; pass the query's array.
  */
-export function parseFilter(column: string, raw: string, values: Value[] = []): FilterNode {
+export function parseFilter(key: string, raw: string, values: Value[] = []): FilterNode {
   const c: Cursor = { s: raw, i: 0 };
-  const head: OpHead = { negated: false, op: '', kind: 0, lang: null };
+  const head: OpHead = { negated: false, op: '', kind: 0, lang: null, quant: null };
   readOpHead(c, head);
+  const { column, path } = splitFilterKey(key, values);
   if (head.kind === K_IN) {
     const list = readList(c);
     skipWs(c);
     if (c.i !== raw.length) throw invalid();
-    return { kind: 'filter', column, negated: head.negated, op: 'in', slot: values.push(list) - 1 };
+    const node: InFilter = { kind: 'filter', column, negated: head.negated, op: 'in', slot: values.push(list) - 1 };
+    return path === null ? node : { ...node, path };
   }
-  return makeFilter(column, head, raw.slice(c.i), values);
+  return makeFilter(column, head, raw.slice(c.i), values, path);
 }
 
 // ---------------------------------------------------------------------------
@@ -597,7 +848,7 @@ export function parseLogic(
   values: Value[] = [],
 ): LogicNode {
   const c: Cursor = { s: raw, i: 0 };
-  const head: OpHead = { negated: false, op: '', kind: 0, lang: null };
+  const head: OpHead = { negated: false, op: '', kind: 0, lang: null, quant: null };
   skipWs(c);
   if (raw.charCodeAt(c.i) !== C_LPAREN) throw invalid();
   c.i++;
@@ -666,15 +917,18 @@ function parseTerm(c: Cursor, depth: number, head: OpHead, values: Value[]): Fil
   c.i = start;
 
   const column = readName(c);
-  if (column === '' || s.charCodeAt(c.i) !== C_DOT) throw invalid();
+  if (column === '') throw invalid();
+  const path = readPath(c, values, { key: '' });
+  if (s.charCodeAt(c.i) !== C_DOT) throw invalid();
   c.i++;
   readOpHead(c, head);
   if (head.kind === K_IN) {
     skipWs(c);
     const list = readList(c);
-    return { kind: 'filter', column, negated: head.negated, op: 'in', slot: values.push(list) - 1 };
+    const node: InFilter = { kind: 'filter', column, negated: head.negated, op: 'in', slot: values.push(list) - 1 };
+    return path === null ? node : { ...node, path };
   }
-  return makeFilter(column, head, readGroupValue(c, head.kind), values);
+  return makeFilter(column, head, readGroupValue(c, head.kind), values, path);
 }
 
 /** Reads a term's value up to (not including) the ',' or ')' that ends the term. */
@@ -737,7 +991,7 @@ function readGroupValue(c: Cursor, kind: number): string {
 // ---------------------------------------------------------------------------
 
 /** Parses `order`: `col[.asc|.desc][.nullsfirst|.nullslast]`, comma-separated. Blank → []. */
-export function parseOrder(raw: string): OrderTerm[] {
+export function parseOrder(raw: string, values: Value[] = []): OrderTerm[] {
   const c: Cursor = { s: raw, i: 0 };
   const terms: OrderTerm[] = [];
   skipWs(c);
@@ -746,6 +1000,7 @@ export function parseOrder(raw: string): OrderTerm[] {
     skipWs(c);
     const column = readName(c);
     if (column === '') throw invalid();
+    const path = readPath(c, values, { key: '' });
     let direction: 'asc' | 'desc' = 'asc';
     let nulls: 'first' | 'last' | null = null;
     let seenDir = false;
@@ -759,7 +1014,7 @@ export function parseOrder(raw: string): OrderTerm[] {
       else if (nulls === null && w === 'nullslast') nulls = 'last';
       else throw invalid();
     }
-    terms.push({ column, direction, nulls });
+    terms.push(path === null ? { column, direction, nulls } : { column, path, direction, nulls });
     skipWs(c);
     if (c.i === raw.length) return terms;
     if (raw.charCodeAt(c.i) !== C_COMMA) throw invalid();
@@ -832,8 +1087,10 @@ export function parseQuery(
   params: URLSearchParams | Iterable<readonly [string, string]> | string,
 ): ParsedQuery {
   const it: Iterable<readonly [string, string]> = typeof params === 'string' ? new URLSearchParams(params) : params;
-  let select: SelectNode | null = null;
-  let order: OrderTerm[] | null = null;
+  // select and order are parsed after the filters and groups (their JSON path keys take the
+  // slots after those), in that order.
+  let select: string | null = null;
+  let order: string | null = null;
   let limit: number | null = null;
   let offset: number | null = null;
   const filters: FilterNode[] = [];
@@ -845,11 +1102,11 @@ export function parseQuery(
     switch (key) {
       case 'select':
         if (select !== null) throw invalid();
-        select = parseSelect(value);
+        select = value;
         break;
       case 'order':
         if (order !== null) throw invalid();
-        order = parseOrder(value);
+        order = value;
         break;
       case 'limit':
         if (limit !== null) throw invalid();
@@ -884,10 +1141,10 @@ export function parseQuery(
   }
 
   return {
-    select: select ?? STAR_SELECT,
+    select: select === null ? STAR_SELECT : parseSelect(select, values),
     filters,
     logic,
-    order: order ?? [],
+    order: order === null ? [] : parseOrder(order, values),
     limit,
     offset,
     values,
@@ -903,18 +1160,39 @@ function nameKey(name: string): string {
   return name.length + ':' + name;
 }
 
+function pathShape(path: readonly JsonStep[] | undefined): string {
+  if (path === undefined) return '';
+  let out = '';
+  for (const p of path) out += p.arrow + (p.index ? 'i' : 'k');
+  return out;
+}
+
 function selectShape(node: SelectNode): string {
   let out = '';
   for (const item of node.items) {
     if (item.kind === 'star') out += '*,';
-    else if (item.kind === 'column') out += 'c' + nameKey(item.name) + ',';
-    else out += 'e' + nameKey(item.relation) + '(' + selectShape(item.select) + '),';
+    else if (item.kind === 'column') {
+      out += 'c' + nameKey(item.name);
+      if (item.alias !== undefined) out += 'a' + nameKey(item.alias);
+      if (item.path !== undefined) out += 'p' + pathShape(item.path);
+      if (item.key !== undefined) out += 'k' + nameKey(item.key);
+      if (item.cast !== undefined) out += 't' + nameKey(item.cast);
+      out += ',';
+    } else {
+      out += (item.spread ? 's' : 'e') + nameKey(item.relation);
+      if (item.alias !== undefined) out += 'a' + nameKey(item.alias);
+      if (item.hint !== undefined) out += 'h' + nameKey(item.hint);
+      if (item.inner) out += 'i';
+      out += '(' + selectShape(item.select) + '),';
+    }
   }
   return out;
 }
 
 function filterShape(f: FilterNode): string {
   let out = (f.negated ? '!' : '') + f.op;
+  if (f.path !== undefined) out = pathShape(f.path) + out;
+  if ('quant' in f && f.quant !== undefined) out += '(' + f.quant + ')';
   if (f.op === 'is') out += '=' + f.value;
   else if (f.op === 'fts' || f.op === 'plfts' || f.op === 'phfts' || f.op === 'wfts') {
     if (f.langSlot !== null) out += '(L)';
@@ -940,7 +1218,7 @@ export function shapeOf(parsed: ParsedQuery): string {
   out += '|G';
   for (const g of parsed.logic) out += logicShape(g) + ';';
   out += '|O';
-  for (const o of parsed.order) out += nameKey(o.column) + '.' + o.direction + '.' + (o.nulls ?? '') + ',';
+  for (const o of parsed.order) out += nameKey(o.column) + pathShape(o.path) + '.' + o.direction + '.' + (o.nulls ?? '') + ',';
   out += '|' + (parsed.limit === null ? '' : 'L') + (parsed.offset === null ? '' : 'O');
   return out;
 }

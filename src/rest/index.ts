@@ -17,7 +17,7 @@ import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
 import { parsePrefer } from './grammar.ts';
 import { Catalog, loadCatalog } from './catalog.ts';
-import { prepareRpc, prepareTable, type Method } from './compile.ts';
+import { REST_ERRORS, prepareRpc, prepareTable, type Method } from './compile.ts';
 import { execute, type Outcome } from './execute.ts';
 import { REACHABLE_SQL, buildOpenApi, type Reachable } from './openapi.ts';
 import { runBatch, validateBatch } from './batch.ts';
@@ -71,10 +71,39 @@ function wantsSingular(accept: string | undefined): boolean {
   return accept !== undefined && accept.includes(SINGULAR_TYPE);
 }
 
-function send(reply: FastifyReply, out: Outcome, singular: boolean): FastifyReply {
+function wantsCsv(accept: string | undefined): boolean {
+  return accept !== undefined && accept.includes('text/csv');
+}
+
+/**
+ * `Accept-Profile` / `Content-Profile` (postgrest-js `.schema()`): only `public` is exposed,
+ * so naming another schema is 406 rather than an answer from `public`.
+ */
+function checkProfile(req: FastifyRequest): void {
+  for (const h of [req.headers['accept-profile'], req.headers['content-profile']]) {
+    if (h !== undefined && (Array.isArray(h) || h.trim() !== 'public')) throw REST_ERRORS.schemaNotExposed();
+  }
+}
+
+/** `Range: from-to` / `from-` (items; PostgREST, 0-based, inclusive); malformed: 400. */
+function parseRange(req: FastifyRequest): { from: number; to: number | null } | null {
+  const h = req.headers.range;
+  if (h === undefined) return null;
+  const unit = req.headers['range-unit'];
+  if (unit !== undefined && unit !== 'items') return null;
+  const m = /^\s*(\d{1,15})-(\d{0,15})\s*$/.exec(h);
+  if (m === null) throw ERRORS.invalidRequest();
+  const from = Number(m[1]);
+  const to = m[2] === '' ? null : Number(m[2]);
+  if (to !== null && to < from) throw ERRORS.invalidRequest();
+  return { from, to };
+}
+
+function send(reply: FastifyReply, out: Outcome, singular: boolean, csv = false): FastifyReply {
   if (out.contentRange !== null) reply.header('content-range', out.contentRange);
   if (out.body === null) return reply.code(out.status).send();
   if (singular) return reply.code(out.status).type(SINGULAR_TYPE + '; charset=utf-8').send(out.body);
+  if (csv) return reply.code(out.status).type('text/csv; charset=utf-8').send(out.body);
   return sendJsonText(reply, out.status, out.body);
 }
 
@@ -121,8 +150,10 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
 
   const table = (method: Method) => async (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => {
     const cred = await credentials.api(req);
+    checkProfile(req);
     const cat = await cache.get();
     const singular = wantsSingular(req.headers.accept);
+    const csv = method === 'GET' && wantsCsv(req.headers.accept);
     const p = prepareTable(cat, {
       method,
       table: req.params.table,
@@ -131,8 +162,10 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
       bodyText: bodyTexts.get(req),
       prefer: parsePrefer(req.headers.prefer),
       singular,
+      csv,
+      range: method === 'GET' ? parseRange(req) : null,
     });
-    return send(reply, await execute(db, cred, p), p.plan.singular);
+    return send(reply, await execute(db, cred, p), p.plan.singular, p.plan.csvHeader !== undefined);
   };
   app.get('/rest/v1/:table', table('GET'));
   app.post('/rest/v1/:table', table('POST'));
@@ -141,6 +174,7 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
 
   const rpc = (method: 'GET' | 'POST') => async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
     const cred = await credentials.api(req);
+    checkProfile(req);
     const cat = await cache.get();
     let p;
     if (method === 'POST') {

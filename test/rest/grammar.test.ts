@@ -162,17 +162,21 @@ t.test('select', async (t) => {
       ',id',
       'id,',
       'id name',
-      'alias:id',
-      'id::text',
-      'books!inner(id)',
-      'books!fk(id)',
+      'id::nosuchtype',
+      'id::',
+      'a:',
+      'a:...b(c)',
+      'x:y:z',
       'id;drop',
       'a-b',
       'a.b',
       '"unterminated',
       '""',
       'id"x"',
-      'data->a',
+      'data->',
+      'data->>',
+      'data->-',
+      'data-a',
     ]) {
       bad(t, () => parseSelect(s), JSON.stringify(s));
     }
@@ -328,7 +332,11 @@ t.test('filters', async (t) => {
       'not.foo.1',
       '.eq.1',
       ' eq.1',
-      'eq(any).{1,2}',
+      'eq(some).{1,2}',
+      'eq(any.{1,2}',
+      'eq(any).1',
+      'in(any).{1,2}',
+      'is(any).{null}',
       'is',
       'like',
       'match.x',
@@ -533,7 +541,7 @@ t.test('order', async (t) => {
     'a b',
     'a .desc',
     'a.desc x',
-    'a->b',
+    'a->',
     'a;b',
     'a(b)',
   ]) {
@@ -654,7 +662,7 @@ t.test('parseQuery', async (t) => {
     bad(t, () => parseQuery('offset=1&offset=2'), 'offset twice');
     badEmbed(t, () => parseQuery('select=a(b(c(d(e))))'), 'depth via parseQuery');
     badEmbed(t, () => parseQuery('select=id,books(count)'), 'count via parseQuery');
-    bad(t, () => parseQuery('select=a:b'), 'alias via parseQuery');
+    bad(t, () => parseQuery('select=a:b::nosuch'), 'bad cast via parseQuery');
   });
 });
 
@@ -752,4 +760,138 @@ t.test('shapeOf', async (t) => {
     const s = shape('a=eq.SECRETVALUE&or=(b.in.(SECRET2))&c=like.*SECRET3*');
     t.notMatch(s, /SECRET/);
   });
+});
+
+t.test('select: aliases, casts, JSON paths, hints, spreads (issue 17)', async (t) => {
+  const values: Value[] = [];
+  const n = parseSelect('id, author:authors(name), title::text, n:pages::int8, meta->a, x:meta->>b, meta->list->0, meta->-1', values);
+  t.same(n.items[0], { kind: 'column', name: 'id' }, 'a plain column stays {kind, name}');
+  t.same(n.items[1], { kind: 'embed', relation: 'authors', select: { items: [{ kind: 'column', name: 'name' }] }, alias: 'author' });
+  t.same(n.items[2], { kind: 'column', name: 'title', cast: 'text' });
+  t.same(n.items[3], { kind: 'column', name: 'pages', alias: 'n', cast: 'int8' });
+  t.same(n.items[4], { kind: 'column', name: 'meta', path: [{ arrow: '->', slot: 0, index: false }], key: 'a' }, 'the last key names the output');
+  t.same(n.items[5], { kind: 'column', name: 'meta', alias: 'x', path: [{ arrow: '->>', slot: 1, index: false }] });
+  t.same(n.items[6], {
+    kind: 'column',
+    name: 'meta',
+    path: [
+      { arrow: '->', slot: 2, index: false },
+      { arrow: '->', slot: 3, index: true },
+    ],
+    key: '0',
+  });
+  t.same(n.items[7], { kind: 'column', name: 'meta', path: [{ arrow: '->', slot: 4, index: true }], key: '-1' });
+  t.same(values, ['a', 'b', 'list', '0', '-1'], 'JSON keys are bound values');
+
+  t.same(parseSelect('reviews!reviews_author_id_fkey(id)').items[0], {
+    kind: 'embed',
+    relation: 'reviews',
+    select: { items: [{ kind: 'column', name: 'id' }] },
+    hint: 'reviews_author_id_fkey',
+  });
+  t.same(parseSelect('by:authors!author_id(*)').items[0], { kind: 'embed', relation: 'authors', select: STAR_SELECT, alias: 'by', hint: 'author_id' });
+  t.same(parseSelect('...authors(name)').items[0], { kind: 'embed', relation: 'authors', select: { items: [{ kind: 'column', name: 'name' }] }, spread: true });
+  t.same(parseSelect('...authors!author_id(name)').items[0], {
+    kind: 'embed',
+    relation: 'authors',
+    select: { items: [{ kind: 'column', name: 'name' }] },
+    hint: 'author_id',
+    spread: true,
+  });
+  t.same(parseSelect('"odd name":"x y"::TEXT').items[0], { kind: 'column', name: 'x y', alias: 'odd name', cast: 'text' }, 'quoted alias and column; cast names any case');
+  badEmbed(t, () => parseSelect('a(b(c(...d(e))))'), 'a spread counts toward the depth');
+  badEmbed(t, () => parseSelect('books!fk'), 'a hint needs an embed');
+  badEmbed(t, () => parseSelect('...books'), 'a spread needs an embed');
+  badEmbed(t, () => parseSelect('books!(id)'), 'empty hint');
+  t.same(parseSelect('books!inner(id)').items[0], { kind: 'embed', relation: 'books', select: { items: [{ kind: 'column', name: 'id' }] }, inner: true });
+  t.same(parseSelect('books!left(id)').items[0], { kind: 'embed', relation: 'books', select: { items: [{ kind: 'column', name: 'id' }] } }, '!left is the default');
+  t.same(parseSelect('books!fk!inner(id)').items[0], { kind: 'embed', relation: 'books', select: { items: [{ kind: 'column', name: 'id' }] }, hint: 'fk', inner: true });
+  badEmbed(t, () => parseSelect('books!inner!fk(id)'), 'the hint comes first');
+  badEmbed(t, () => parseSelect('books!a!b(id)'), 'two hints');
+  badEmbed(t, () => parseSelect('books!left!inner(id)'), 'two join types');
+  bad(t, () => parseSelect('x:...books(id)'), 'no alias on a spread');
+  bad(t, () => parseSelect('a'.repeat(64) + ':id'), 'alias over 63 bytes');
+  t.ok(parseSelect('a'.repeat(63) + ':id'), 'alias of 63 bytes');
+  bad(t, () => parseSelect('"a\u0000b":id'), 'NUL in an alias');
+  bad(t, () => parseSelect('meta->' + 'k'.repeat(64)), 'a JSON key naming the output over 63 bytes');
+  t.ok(parseSelect('x:meta->' + 'k'.repeat(64)), 'with an alias the key is only a value');
+});
+
+t.test('filters and order with JSON paths, op(any|all)', async (t) => {
+  const f = filter('meta->>a', 'eq.1');
+  t.same(f.node, { kind: 'filter', column: 'meta', negated: false, op: 'eq', slot: 1, path: [{ arrow: '->>', slot: 0, index: false }] });
+  t.same(f.values, ['a', '1'], 'path keys before the value');
+  const g = filter('meta->list->0', 'not.is.null');
+  t.same(g.node, {
+    kind: 'filter',
+    column: 'meta',
+    negated: true,
+    op: 'is',
+    value: 'null',
+    path: [
+      { arrow: '->', slot: 0, index: false },
+      { arrow: '->', slot: 1, index: true },
+    ],
+  });
+  t.same(filter('meta->"a->b"', 'eq.1').values, ['a->b', '1'], 'a quoted key may hold an arrow');
+  t.same(filter('meta->>k', 'in.(1,2)').node, { kind: 'filter', column: 'meta', negated: false, op: 'in', slot: 1, path: [{ arrow: '->>', slot: 0, index: false }] });
+  bad(t, () => filter('meta->', 'eq.1'), 'empty key');
+  bad(t, () => filter('->a', 'eq.1'), 'no column');
+
+  const like = filter('name', 'like(all).{a*,*b}');
+  t.same(like.node, { kind: 'filter', column: 'name', negated: false, op: 'like', slot: 0, quant: 'all' });
+  t.same(like.values, ['{a%,%b}'], '* → % inside the list');
+  t.same(filter('name', 'not.ilike(any).{x,y}').node, { kind: 'filter', column: 'name', negated: true, op: 'ilike', slot: 0, quant: 'any' });
+  t.same(filter('id', 'gt(any).{1,2}').node, { kind: 'filter', column: 'id', negated: false, op: 'gt', slot: 0, quant: 'any' });
+  bad(t, () => filter('name', 'like(all).a*'), 'a quantifier needs a {…} list');
+
+  const values: Value[] = [];
+  const grp = parseLogic('or', '(meta->>a.eq.1,name.like(any).{a*,b*})', false, values);
+  t.equal(render(grp, values), 'or(meta.eq."1",name.like."{a%,b%}")');
+  t.same(values, ['a', '1', '{a%,b%}']);
+
+  const ov: Value[] = [];
+  t.same(parseOrder('meta->>a.desc.nullslast,id', ov), [
+    { column: 'meta', path: [{ arrow: '->>', slot: 0, index: false }], direction: 'desc', nulls: 'last' },
+    { column: 'id', direction: 'asc', nulls: null },
+  ]);
+  t.same(ov, ['a']);
+});
+
+t.test('slots: filters, groups, then select, then order, whatever the parameter order', async (t) => {
+  const a = parseQuery('order=meta->>o&select=x:meta->>s&a=eq.1&or=(b.eq.2)');
+  const b = parseQuery('a=eq.9&or=(b.eq.8)&select=x:meta->>t&order=meta->>p');
+  t.same(a.values, ['1', '2', 's', 'o']);
+  t.same(b.values, ['9', '8', 't', 'p']);
+  t.equal(shapeOf(a), shapeOf(b), 'JSON keys are values: same shape');
+  t.not(shapeOf(parseQuery('select=meta->>s')), shapeOf(parseQuery('select=meta->>t')), 'without an alias the last key names the output, so it is shape');
+  const distinct = [
+    'select=meta->a',
+    'select=meta->>a',
+    'select=meta->0',
+    'select=x:meta->a',
+    'select=meta->a::text',
+    'select=id::text',
+    'select=id::int8',
+    'select=x:id',
+    'select=id',
+    'select=books(id)',
+    'select=b:books(id)',
+    'select=books!fk(id)',
+    'select=...books(id)',
+    'select=books!inner(id)',
+    'a=like.x',
+    'a=like(any).{x}',
+    'a=like(all).{x}',
+    'a->>k=eq.1',
+    'a->k=eq.1',
+    'order=a',
+    'order=a->>k',
+  ];
+  const seen = new Map<string, string>();
+  for (const qs of distinct) {
+    const s = shapeOf(parseQuery(qs));
+    t.notOk(seen.has(s), `${qs} has its own shape` + (seen.has(s) ? ` (same as ${seen.get(s)})` : ''));
+    seen.set(s, qs);
+  }
 });

@@ -58,4 +58,8 @@ select setval(pg_get_serial_sequence('public.chapters', 'id'), 100);
 insert into public.paragraphs (id, chapter_id, body) values (1, 1, 'I''ll make my report as if I told a story.'), (2, 1, 'The story is not all mine.');
 select setval(pg_get_serial_sequence('public.paragraphs', 'id'), 100);
 insert into public.sentences (paragraph_id, words) values (1, 'I''ll make my report');
+insert into public.genres (id, name) values (1, 'science fiction'), (2, 'fantasy'), (3, 'poetry');
+insert into public.book_genres (book_id, genre_id) values (1, 1), (2, 1), (2, 2), (3, 2);
+insert into public.author_profiles (author_id, bio) values (1, 'Wrote Earthsea.');
+insert into public.collections (id, parent_id, name) values (1, null, 'root'), (2, 1, 'left'), (3, 1, 'right'), (4, 2, 'leaf');
 `;

@@ -100,8 +100,18 @@ t.test('embedding errors', async (t) => {
     ['/rest/v1/authors?select=books(count)', 400, 'invalid embed in request'],
     ['/rest/v1/authors?select=id,loners(id)', 400, 'invalid embed in request'],
     ['/rest/v1/authors?select=id,nosuchtable(id)', 400, 'invalid embed in request'],
-    ['/rest/v1/authors?select=id,reviews(id)', 400, 'invalid embed in request'],
-    ['/rest/v1/reviews?select=id,authors(id)', 400, 'invalid embed in request'],
+    [
+      '/rest/v1/authors?select=id,reviews(id)',
+      400,
+      'invalid embed in request: more than one relationship between authors and reviews; use one of reviews!reviews_author_id_fkey, reviews!reviews_reviewer_id_fkey',
+    ],
+    [
+      '/rest/v1/reviews?select=id,authors(id)',
+      400,
+      'invalid embed in request: more than one relationship between reviews and authors; use one of authors!reviews_author_id_fkey, authors!reviews_reviewer_id_fkey',
+    ],
+    ['/rest/v1/reviews?select=id,authors!nosuchkey(id)', 400, 'invalid embed in request'],
+    ['/rest/v1/authors?select=id,...books(id)', 400, 'invalid embed in request'],
     ['/rest/v1/authors?select=id,books(nosuchcolumn)', 400, 'unknown column in request'],
     ['/rest/v1/authors?select=id,books(id)&books.title=eq.x', 400, 'unknown column in request'],
   ];

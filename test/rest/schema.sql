@@ -116,4 +116,28 @@ grant select on public.reviews to anon, authenticated, anonymous;
 create table public.loners (id int primary key);
 grant select on public.loners to anon, authenticated, anonymous;
 
+-- Many-to-many through a junction whose two foreign keys make its primary key.
+create table public.genres (id bigint primary key, name text not null);
+create table public.book_genres (
+  book_id bigint references public.books (id) on delete cascade,
+  genre_id bigint references public.genres (id),
+  primary key (book_id, genre_id)
+);
+-- One-to-one: the foreign key is the primary key.
+create table public.author_profiles (author_id bigint primary key references public.authors (id) on delete cascade, bio text);
+-- Self-reference: children and parent.
+create table public.collections (
+  id bigint primary key,
+  parent_id bigint constraint collections_parent_fk references public.collections (id),
+  name text not null
+);
+-- A junction with two keys to the same table: many-to-many both ways, told apart by the key.
+create table public.people (id int primary key, name text not null);
+create table public.follows (
+  follower_id int references public.people (id),
+  followee_id int references public.people (id),
+  primary key (follower_id, followee_id)
+);
+grant select on public.genres, public.book_genres, public.author_profiles, public.collections, public.people, public.follows to anon, authenticated, anonymous;
+
 grant all on all tables in schema public to service_role;
