@@ -1,1 +1,4 @@
 -- Enter migration here
+--!include functions/schema.sql
+--!include functions/functions.sql
+--!include functions/catalog.sql
