@@ -120,7 +120,7 @@ function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: F
     if (sup === null) throw FUNCTION_ERRORS.notConfigured();
     if (sup.url !== null) return sup.url;
     // The first start is awaited; after a crash, calls get 502 until the restart is up.
-    const url = sup.starts <= 1 ? await sup.ready(FIRST_START_WAIT_MS) : null;
+    const url = sup.wasUp ? null : await sup.ready(FIRST_START_WAIT_MS);
     if (url === null) throw FUNCTION_ERRORS.unavailable();
     return url;
   };

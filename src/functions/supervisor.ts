@@ -60,6 +60,8 @@ export class DenoSupervisor {
   private readonly exe: string;
   /** Starts so far (1 after the first). */
   starts = 0;
+  /** true once the runtime has been up: from then on, a call while it is down gets 502 at once. */
+  wasUp = false;
 
   constructor(exe: string, opts: SupervisorOptions) {
     this.exe = exe;
@@ -106,6 +108,7 @@ export class DenoSupervisor {
       if (this.url === null && this.child === child && line.startsWith('{"plinth_edge_listening":')) {
         const port = (JSON.parse(line) as { plinth_edge_listening: number }).plinth_edge_listening;
         this.url = `http://127.0.0.1:${port}`;
+        this.wasUp = true;
         clearTimeout(startTimer);
         log.info({ url: this.url, pid: child.pid, functionsDir }, 'edge runtime listening');
         for (const w of this.waiters.splice(0)) w();
