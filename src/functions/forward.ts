@@ -67,6 +67,7 @@ export function createForwarder(timeoutMs: number): Forwarder {
     'http:': new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 }),
     'https:': new https.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 }),
   };
+  const targets = new Map<string, { protocol: 'http:' | 'https:'; hostname: string; port: string; prefix: string }>();
   return {
     close() {
       agents['http:'].destroy();
@@ -74,23 +75,29 @@ export function createForwarder(timeoutMs: number): Forwarder {
     },
     /** `base`: the runtime's address (no trailing slash); `path`: `/<name>[/suffix][?query]`. */
     forward(req, reply, base, path) {
-      const target = new URL(base);
-      const protocol = target.protocol === 'https:' ? 'https:' : 'http:';
+      let target = targets.get(base);
+      if (target === undefined) {
+        const u = new URL(base);
+        const protocol = u.protocol === 'https:' ? 'https:' : 'http:';
+        target = { protocol, hostname: u.hostname.replace(/^\[|\]$/g, ''), port: u.port, prefix: u.pathname.replace(/\/$/, '') };
+        targets.set(base, target);
+      }
+      const { protocol } = target;
       const client = protocol === 'https:' ? https : http;
       return new Promise<FastifyReply>((resolve, reject) => {
         let answered = false;
         const out = client.request({
           protocol,
-          hostname: target.hostname.replace(/^\[|\]$/g, ''),
+          hostname: target.hostname,
           port: target.port || undefined,
-          path: target.pathname.replace(/\/$/, '') + path,
+          path: target.prefix + path,
           method: req.method,
           headers: requestHeaders(req),
           agent: agents[protocol],
         });
-        // No status line in time: 504. Afterwards, the socket's idle timeout cuts a hung stream.
+        // One timer: no status line within timeoutMs → 504; afterwards it restarts with each
+        // chunk of the answer, so a stream that stops for timeoutMs is cut.
         const timer = setTimeout(() => out.destroy(new Timeout()), timeoutMs);
-        out.setTimeout(timeoutMs, () => out.destroy(new Timeout()));
         out.on('error', (err) => {
           clearTimeout(timer);
           if (answered) return;
@@ -98,14 +105,27 @@ export function createForwarder(timeoutMs: number): Forwarder {
           reject(err instanceof Timeout ? FUNCTION_ERRORS.timedOut() : FUNCTION_ERRORS.unavailable(err));
         });
         out.on('response', (res) => {
-          clearTimeout(timer);
           answered = true;
-          reply.code(res.statusCode ?? 502);
+          timer.refresh();
+          res.on('data', () => timer.refresh());
+          res.on('close', () => clearTimeout(timer));
+          // The answer is piped straight to the socket (no send pipeline to go through); the
+          // headers set so far (CORS) go with the runtime's.
+          reply.hijack();
+          const headers = reply.getHeaders();
           for (const [k, v] of Object.entries(res.headers)) {
             if (v === undefined || HOP_BY_HOP.has(k) || k.startsWith('access-control-')) continue;
-            reply.header(k, v);
+            headers[k] = v;
           }
-          resolve(reply.send(res));
+          const raw = reply.raw;
+          raw.writeHead(res.statusCode ?? 502, headers as OutgoingHttpHeaders);
+          res.pipe(raw);
+          res.on('error', () => raw.destroy());
+          res.on('aborted', () => raw.destroy());
+          raw.on('close', () => {
+            if (!res.complete) res.destroy();
+          });
+          resolve(reply);
         });
         if (hasBody(req)) {
           req.raw.pipe(out);

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { RequestSpec, Traffic } from './load.ts';
+import { FUNCTION_SCENARIOS } from './functions.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -33,6 +34,8 @@ export interface Scenario {
   baseline(env: Env): Traffic | 'argon2';
   /** Needs the auth area (sign-up users, refresh tokens). */
   needsAuth?: boolean;
+  /** Where the baseline traffic goes: the baseline process (default), the service itself, or the bundled edge runtime. */
+  baselineTarget?: 'baseline' | 'service' | 'edge-runtime';
 }
 
 /**
@@ -209,6 +212,7 @@ export const SCENARIOS: readonly Scenario[] = [
     service: health,
     baseline: health,
   },
+  ...FUNCTION_SCENARIOS,
 ];
 
 /**
@@ -216,4 +220,4 @@ export const SCENARIOS: readonly Scenario[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'rest-insert'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert'];
