@@ -69,6 +69,8 @@ t.test('npm start serves functions/hello/index.ts from the bundled Deno', { time
   );
   t.equal(res!.status, 200);
   t.same(await res!.json(), { message: 'Hello plinth!' });
+  const bare = await fetch(url + '/functions/v1/hello', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"dev"}' });
+  t.equal(bare.status, 200, 'development mode (no JWT_SECRET): no credential passes as anon, as everywhere');
   const listening = /"pid":(\d+)[^\n]*"msg":"edge runtime listening"/.exec(out);
   t.ok(listening, 'the service logged the runtime it started');
   const denoPid = Number(listening![1]);
