@@ -93,7 +93,7 @@ async function payloadOf(req: FastifyRequest, limit: number): Promise<string> {
 function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState): void {
   const { db, credentials, config, log } = deps;
   const forwarder = createForwarder(config.functionsTimeoutMs);
-  app.addHook('onClose', async () => forwarder.close());
+  app.addHook('onClose', () => forwarder.close());
 
   // Bodies stay unread streams: a deno call pipes them, a plv8 call reads its own.
   app.removeAllContentTypeParsers();
