@@ -119,8 +119,9 @@ function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: F
     const sup = startBundled();
     if (sup === null) throw FUNCTION_ERRORS.notConfigured();
     if (sup.url !== null) return sup.url;
-    // The first start is awaited; after a crash, calls get 502 until the restart is up.
-    const url = sup.wasUp ? null : await sup.ready(FIRST_START_WAIT_MS);
+    // The first start is awaited; after a crash (or a failed first start), calls get 502
+    // until the runtime is up again.
+    const url = sup.firstStart ? await sup.ready(FIRST_START_WAIT_MS) : null;
     if (url === null) throw FUNCTION_ERRORS.unavailable();
     return url;
   };

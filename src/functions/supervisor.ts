@@ -68,6 +68,11 @@ export class DenoSupervisor {
     this.opts = opts;
   }
 
+  /** The very first start is under way (calls wait for it; later, a runtime that is down means 502). */
+  get firstStart(): boolean {
+    return !this.wasUp && this.starts === 1 && this.child !== null;
+  }
+
   /** The child's process id while it runs. */
   get pid(): number | null {
     return this.child?.pid ?? null;
@@ -125,12 +130,12 @@ export class DenoSupervisor {
       }
     });
     child.stdin!.on('error', () => {});
-    child.on('error', (err) => log.error({ err }, 'edge runtime could not be started'));
-    child.on('exit', (code, signal) => {
+    const gone = (code: number | null, signal: NodeJS.Signals | null) => {
       clearTimeout(startTimer);
       if (this.child !== child) return;
       this.child = null;
       this.url = null;
+      for (const w of this.waiters.splice(0)) w();
       if (this.stopping) return;
       if (Date.now() - startedAt > HEALTHY_AFTER_MS) this.backoff = BACKOFF_MIN_MS;
       const delay = this.backoff;
@@ -141,6 +146,12 @@ export class DenoSupervisor {
         this.start();
       }, delay);
       this.restartTimer.unref();
+    };
+    child.on('exit', gone);
+    child.on('error', (err) => {
+      log.error({ err }, 'edge runtime could not be started');
+      // A spawn that failed emits no 'exit'.
+      if (child.pid === undefined) gone(null, null);
     });
   }
 
