@@ -40,6 +40,11 @@ const runtime = await loopbackRuntime(
     },
     // Never answers.
     hang: () => {},
+    // Answers, sends a little, then stalls.
+    stall: (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('partial');
+    },
   },
 );
 t.teardown(() => runtime.close());
@@ -52,6 +57,7 @@ await db.sql`
     ('fail', 'deno', 'active', true),
     ('stream', 'deno', 'active', true),
     ('hang', 'deno', 'active', false),
+    ('stall', 'deno', 'active', false),
     ('open', 'deno', 'active', false),
     ('retired', 'deno', 'disabled', false),
     ('ghost', 'deno', 'active', true)`;
@@ -181,12 +187,26 @@ t.test('a runtime that hangs past FUNCTIONS_TIMEOUT_MS: 504', async (t) => {
   t.ok(Date.now() - started >= 350, 'not before the timeout');
 });
 
+t.test('an answer that stalls for FUNCTIONS_TIMEOUT_MS is cut', async (t) => {
+  const res = await app.fetch('/functions/v1/stall');
+  t.equal(res.status, 200, 'the status had come');
+  const reader = res.body!.getReader();
+  const first = await reader.read();
+  t.equal(new TextDecoder().decode(first.value), 'partial', 'and the first bytes');
+  await t.rejects(
+    (async () => {
+      for (;;) if ((await reader.read()).done) return;
+    })(),
+    'then the connection is cut instead of hanging forever',
+  );
+});
+
 t.test('the list and refresh endpoints need the service role', async (t) => {
   const list = await app.call('GET', '/functions/v1/', { token: app.serviceKey });
   t.equal(list.status, 200);
   t.same(
     list.body.map((e: { name: string }) => e.name),
-    ['echo', 'fail', 'ghost', 'hang', 'open', 'retired', 'stream', 'teapot'],
+    ['echo', 'fail', 'ghost', 'hang', 'open', 'retired', 'stall', 'stream', 'teapot'],
     'every row, by name',
   );
   t.same(list.body.find((e: { name: string }) => e.name === 'retired'), { name: 'retired', runtime: 'deno', status: 'disabled', verify_jwt: false }, 'an Edge function entry (§2.6)');
