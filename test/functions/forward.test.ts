@@ -85,6 +85,8 @@ t.test('method, path suffix, query, body and headers reach the runtime; status, 
   t.equal(seen.headers.authorization, `Bearer ${token}`, 'Authorization forwarded');
   t.equal(seen.headers.apikey, app.anonKey, 'apikey forwarded');
   t.equal(seen.headers['x-forwarded-for'], '127.0.0.1');
+  t.equal(seen.headers['content-length'], '17', 'a sized body stays sized');
+  t.equal(seen.headers['transfer-encoding'], undefined, 'not re-chunked');
 
   const get = await app.call('GET', '/functions/v1/echo?only=query', { apikey: app.anonKey });
   t.equal(get.status, 201);
