@@ -86,4 +86,29 @@ t.test('npm start serves functions/hello/index.ts from the bundled Deno', { time
     }
   };
   t.ok(await waitFor(() => !alive(), 5000), 'the Deno runtime stopped with the service');
+
+  // A service killed hard cannot stop its runtime: the runtime sees its stdin close and exits.
+  const again = spawn(process.execPath, [MAIN], {
+    cwd: project,
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, PORT: String(port), DATA_DIR: join(project, '.data'), LOG_LEVEL: 'info' },
+  });
+  let out2 = '';
+  again.stdout.on('data', (d) => (out2 += d));
+  again.stderr.on('data', (d) => (out2 += d));
+  const exit2 = new Promise<void>((resolve) => again.on('exit', () => resolve()));
+  t.teardown(() => void again.kill('SIGKILL'));
+  t.ok(await waitFor(() => /"msg":"edge runtime listening"/.test(out2), 60_000, 100), 'started again with its runtime');
+  const pid2 = Number(/"pid":(\d+)[^\n]*"msg":"edge runtime listening"/.exec(out2)![1]);
+  const alive2 = () => {
+    try {
+      process.kill(pid2, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  t.ok(alive2(), 'the runtime runs');
+  again.kill('SIGKILL');
+  await exit2;
+  t.ok(await waitFor(() => !alive2(), 10_000), 'SIGKILL of the service: the runtime exits by itself');
 });
