@@ -19,9 +19,11 @@ import { restArea } from './rest/index.ts';
 import { authArea } from './auth/index.ts';
 import { webhooksArea } from './webhooks/index.ts';
 
+import { functionsArea } from './functions/index.ts';
+
 export type { Area, Deps };
 
-export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea];
+export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea];
 
 export interface ServiceOptions {
   databaseUrl: string;

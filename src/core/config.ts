@@ -75,6 +75,10 @@ export interface Config {
   trustProxy: boolean;
   edgeRuntimeUrl: string | null;
   functionsDir: string;
+  /** A call to a deno function that gets no answer (or no further bytes) for this long: 504. */
+  functionsTimeoutMs: number;
+  /** FUNCTIONS_ENV: the variables the bundled Deno runtime may read, with their values here (null: unset). */
+  functionsEnv: Readonly<Record<string, string | null>>;
   webhookTimeoutMs: number;
   wsMaxConnections: number;
   wsMaxConnectionsPerIp: number;
@@ -208,6 +212,16 @@ function oauthProviders(env: Env): Partial<Record<OAuthProviderName, OAuthProvid
   return out;
 }
 
+/** FUNCTIONS_ENV: comma-separated variable names; each maps to its value here (null when unset). */
+function functionsEnv(env: Env): Readonly<Record<string, string | null>> {
+  const out: Record<string, string | null> = {};
+  for (const name of (str(env, 'FUNCTIONS_ENV') ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new ConfigError('FUNCTIONS_ENV', `has an invalid variable name "${name}"`);
+    out[name] = env[name] ?? null;
+  }
+  return Object.freeze(out);
+}
+
 /** Parse and validate the environment. Throws ConfigError naming the first bad variable. */
 export function parseConfig(env: Env = process.env): Config {
   const jwtSecret = str(env, 'JWT_SECRET') ?? null;
@@ -274,6 +288,8 @@ export function parseConfig(env: Env = process.env): Config {
     trustProxy: bool(env, 'TRUST_PROXY', false),
     edgeRuntimeUrl: url(env, 'EDGE_RUNTIME_URL')?.replace(/\/$/, '') ?? null,
     functionsDir: resolve(str(env, 'FUNCTIONS_DIR') ?? './functions'),
+    functionsTimeoutMs: int(env, 'FUNCTIONS_TIMEOUT_MS', 60000, 1),
+    functionsEnv: functionsEnv(env),
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10000, 1),
     wsMaxConnections: int(env, 'WS_MAX_CONNECTIONS', 10000, 1),
     wsMaxConnectionsPerIp: int(env, 'WS_MAX_CONNECTIONS_PER_IP', 100, 1),

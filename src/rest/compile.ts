@@ -645,8 +645,11 @@ function rpcCall(fn: Func, argSql: readonly string[]): string {
   return `${fn.qname}(${argSql.join(', ')})`;
 }
 
-/** Shape the call's result: bare value, array for sets, null for void (interface §4.4 rule 2). */
-function rpcSelect(fn: Func, call: string, from: string): string {
+/**
+ * Shape the call's result: bare value, array for sets, null for void (interface §4.4 rule 2).
+ * Exported for the plv8 path of edge functions (src/functions), which shapes alike.
+ */
+export function rpcSelect(fn: Pick<Func, 'returnsSet' | 'returnKind'>, call: string, from: string): string {
   if (fn.returnsSet) {
     return `select coalesce(json_agg(_r), '[]')::text as body, count(*)::int4 as n from ${from === '' ? '' : from + ', '}${call} _r`;
   }
@@ -654,7 +657,7 @@ function rpcSelect(fn: Func, call: string, from: string): string {
   return `select ${value} as body, 1 as n${from === '' ? '' : ' from ' + from}`;
 }
 
-function maxAgeOf(fn: Func): number | null {
+function maxAgeOf(fn: Pick<Func, 'volatility'>): number | null {
   return fn.volatility === 's' ? 60 : fn.volatility === 'i' ? 3600 : null;
 }
 
@@ -709,7 +712,7 @@ export function prepareRpc(cat: Catalog, req: RpcRequest): Prepared & { fn: Func
   return { plan, params: names.map((n) => values.get(n)!), offset: 0, fn };
 }
 
-function rpcPlan(fn: Func, text: string): Plan {
+export function rpcPlan(fn: Pick<Func, 'volatility'>, text: string): Plan {
   return {
     text,
     status: 200,

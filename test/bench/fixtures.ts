@@ -9,6 +9,7 @@
  */
 import postgres from 'postgres';
 import { cloneTemplate, type ClonedDatabase } from '../helpers/database.ts';
+import { FUNCTIONS_FIXTURE_SQL } from './functions.ts';
 
 export const ITEM_ROWS = 1000;
 export const AUTHOR_ROWS = 200;
@@ -68,7 +69,7 @@ export async function createBenchDatabase(): Promise<BenchDatabase> {
   const db = await cloneTemplate('plinth_bench_');
   const sql = postgres(db.url, { max: 1, onnotice: () => {} });
   try {
-    await sql.unsafe(FIXTURE_SQL);
+    await sql.unsafe(FIXTURE_SQL + FUNCTIONS_FIXTURE_SQL);
   } catch (err) {
     await db.drop();
     throw err;

@@ -31,6 +31,7 @@ import { once, paced, saturate, type RequestSpec, type Traffic } from './load.ts
 import { formatComparison, formatProfile, summariseProfile } from './profile.ts';
 import { RUN_ORDER, SCENARIOS, TokenPool, mintUserToken, type CustomScenario, type Env, type Scenario } from './scenarios.ts';
 import type { ServerReady } from './server.ts';
+import { functionsDir } from './functions.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const JWT_SECRET = 'plinth-bench-secret-plinth-bench-secret-0123456789';
@@ -167,6 +168,8 @@ interface Ctx {
   serviceUrl: string;
   serviceRoleKey: string;
   baselineUrl: string;
+  /** The service's bundled edge runtime (functions-deno's baseline), or null. */
+  edgeRuntimeUrl: string | null;
   /** null: the auth area is not there; otherwise the stored argon2 hash of user 0 (or null if unknown). */
   auth: { hash: string | null } | null;
   authProblem: string | null;
@@ -261,7 +264,9 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
       if (a.failures > 0) throw new Error('argon2.verify returned false for the stored hash');
       return { ok: a.ops, seconds: a.seconds, bad: 0, total: a.ops, codes: {} };
     }
-    const b = await saturate(ctx.baselineUrl, base, conns, seconds);
+    const baseUrl = s.baselineTarget === 'service' ? ctx.serviceUrl : s.baselineTarget === 'edge-runtime' ? ctx.edgeRuntimeUrl : ctx.baselineUrl;
+    if (baseUrl === null) throw new Error('the service started no bundled edge runtime');
+    const b = await saturate(baseUrl, base, conns, seconds);
     return { ok: b.ok, seconds: b.seconds, bad: b.non2xx + b.errors, total: b.total, codes: b.statusCodes };
   };
   const svcSlice = async (seconds: number) => {
@@ -395,6 +400,7 @@ async function main(): Promise<number> {
     MIGRATE_ON_START: 'false',
     DB_POOL_SIZE: POOL,
     DATABASE_URL: db.url,
+    FUNCTIONS_DIR: functionsDir(dataDir),
   });
   const profArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
   // --expose-gc only lets the driver ask for a full GC at the end (what the heap retains).
@@ -412,7 +418,7 @@ async function main(): Promise<number> {
     users: Array.from({ length: USERS }, (_, i) => ({ email: `bench-${i}@example.com`, password: PASSWORD })),
     tokens: new TokenPool(),
   };
-  const ctx: Ctx = { env, serviceUrl: svc.ready.url, serviceRoleKey: svc.ready.serviceRoleKey, baselineUrl: base.ready.url, auth: null, authProblem: null };
+  const ctx: Ctx = { env, serviceUrl: svc.ready.url, serviceRoleKey: svc.ready.serviceRoleKey, baselineUrl: base.ready.url, edgeRuntimeUrl: svc.ready.edgeRuntimeUrl, auth: null, authProblem: null };
 
   // Accounts for the auth scenarios (their sessions go into the refresh-token pool).
   if (selected.some((s) => s.needsAuth)) {

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { RequestSpec, Traffic } from './load.ts';
 import { WEBHOOK_SCENARIOS } from './webhooks.ts';
+import { FUNCTION_SCENARIOS } from './functions.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -34,6 +35,8 @@ export interface Scenario {
   baseline(env: Env): Traffic | 'argon2';
   /** Needs the auth area (sign-up users, refresh tokens). */
   needsAuth?: boolean;
+  /** Where the baseline traffic goes: the baseline process (default), the service itself, or the bundled edge runtime. */
+  baselineTarget?: 'baseline' | 'service' | 'edge-runtime';
 }
 
 /** What a scenario that drives its own measurement (`run`) is given. */
@@ -244,6 +247,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     baseline: health,
   },
   ...WEBHOOK_SCENARIOS,
+  ...FUNCTION_SCENARIOS,
 ];
 
 /**
@@ -251,4 +255,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'rest-insert', 'webhook-write-cost', 'webhook-throughput'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput'];

@@ -6,6 +6,7 @@
 import { loadConfig } from '../../src/core/config.ts';
 import { createLogger } from '../../src/core/log.ts';
 import { startService } from '../../src/service.ts';
+import { bundledRuntime } from '../../src/functions/index.ts';
 import { sendFailed, sendReady, serveCommands } from './ipc.ts';
 
 export interface ServerReady {
@@ -13,6 +14,8 @@ export interface ServerReady {
   anonKey: string;
   serviceRoleKey: string;
   pid: number;
+  /** The bundled edge runtime's address (FUNCTIONS_DIR given), else null. */
+  edgeRuntimeUrl: string | null;
 }
 
 try {
@@ -23,7 +26,8 @@ try {
     worker: process.env.BENCH_WORKER !== 'false',
   });
   serveCommands({}, () => service.close(), service.app.server);
-  sendReady({ url: service.url, anonKey: config.anonKey, serviceRoleKey: config.serviceRoleKey, pid: process.pid } satisfies ServerReady);
+    const edgeRuntimeUrl = (await bundledRuntime(service.app)?.ready(30_000)) ?? null;
+  sendReady({ url: service.url, anonKey: config.anonKey, serviceRoleKey: config.serviceRoleKey, pid: process.pid, edgeRuntimeUrl } satisfies ServerReady);
 } catch (err) {
   sendFailed(err);
 }

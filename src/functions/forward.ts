@@ -1,0 +1,108 @@
+/**
+ * Forwarding a call to a Deno edge runtime (interface §4.7, contract §6): the method, the
+ * path suffix and query, the body and the request's end-to-end headers (`Content-Type`,
+ * `Authorization` and `apikey` among them) go to `<runtime>/<name><suffix>`; the runtime's
+ * status, headers and body come back unchanged. Both bodies stream (undici's request
+ * client over keep-alive connections, its answer piped straight to the socket): nothing
+ * is buffered, so a large upload or a long streamed answer costs no memory here.
+ *
+ * - Runtime unreachable (refused, reset, closed before answering): 502 `edge runtime unavailable`.
+ * - No status line within FUNCTIONS_TIMEOUT_MS: 504 `edge runtime timed out`; an answer
+ *   whose body then stalls for as long is cut (undici's headersTimeout and bodyTimeout).
+ * - Hop-by-hop headers are dropped both ways, and so are the runtime's `access-control-*`
+ *   headers: CORS is the service's (contract §10), whatever a function says.
+ */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Agent, errors as undiciErrors, request } from 'undici';
+import { AppError } from '../core/errors.ts';
+
+export const FUNCTION_ERRORS = {
+  notFound: () => new AppError(404, 'function not found'),
+  unavailable: (cause?: unknown) => new AppError(502, 'edge runtime unavailable', { cause }),
+  notConfigured: () => new AppError(503, 'edge runtime not configured'),
+  timedOut: (cause?: unknown) => new AppError(504, 'edge runtime timed out', { cause }),
+} as const;
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'expect',
+]);
+
+export interface Forwarder {
+  /** `base`: the runtime's address (no trailing slash); `path`: `/<name>[/suffix][?query]`. */
+  forward(req: FastifyRequest, reply: FastifyReply, base: string, path: string): Promise<FastifyReply>;
+  close(): Promise<void>;
+}
+
+function requestHeaders(req: FastifyRequest): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  const h: IncomingHttpHeaders = req.headers;
+  for (const k in h) {
+    const v = h[k];
+    if (v !== undefined && !HOP_BY_HOP.has(k)) out[k] = v;
+  }
+  const ip = req.socket.remoteAddress;
+  if (ip) out['x-forwarded-for'] = typeof h['x-forwarded-for'] === 'string' ? `${h['x-forwarded-for']}, ${ip}` : ip;
+  if (h.host) out['x-forwarded-host'] = h.host;
+  out['x-forwarded-proto'] = req.protocol;
+  return out;
+}
+
+function hasBody(req: FastifyRequest): boolean {
+  const h = req.headers;
+  if (h['transfer-encoding'] !== undefined) return true;
+  const len = h['content-length'];
+  return len !== undefined && len !== '0';
+}
+
+function isTimeout(err: unknown): boolean {
+  return err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.ConnectTimeoutError;
+}
+
+export function createForwarder(timeoutMs: number): Forwarder {
+  const dispatcher = new Agent({ keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } });
+  return {
+    close: () => dispatcher.close(),
+    async forward(req, reply, base, path) {
+      let res;
+      try {
+        res = await request(base + path, {
+          dispatcher,
+          method: req.method as 'GET',
+          headers: requestHeaders(req),
+          body: hasBody(req) ? req.raw : null,
+        });
+      } catch (err) {
+        throw isTimeout(err) ? FUNCTION_ERRORS.timedOut(err) : FUNCTION_ERRORS.unavailable(err);
+      }
+      // The answer goes straight to the socket (not through fastify's send pipeline); the
+      // headers set so far (CORS) go with the runtime's.
+      reply.hijack();
+      const headers = reply.getHeaders() as OutgoingHttpHeaders;
+      for (const k in res.headers) {
+        const v = res.headers[k];
+        if (v === undefined || HOP_BY_HOP.has(k) || k.startsWith('access-control-')) continue;
+        headers[k] = v;
+      }
+      const raw = reply.raw;
+      const body = res.body;
+      raw.writeHead(res.statusCode, headers);
+      body.on('error', () => raw.destroy());
+      raw.on('close', () => {
+        if (!body.readableEnded) body.destroy();
+      });
+      body.pipe(raw);
+      return reply;
+    },
+  };
+}

@@ -1,0 +1,201 @@
+/**
+ * The edge functions area (interface §2.6, §3.6, §4.7; contract §6; issue 14).
+ *
+ *   GET  /functions/v1/            service_role: the Edge function entries
+ *   POST /functions/v1/_refresh    service_role: reload the catalog on every instance
+ *   ANY  /functions/v1/{name}[/…]  call a function (GET and POST in the interface)
+ *
+ * A call: catalog (in memory) → unknown or not active: 404 `function not found` →
+ * verify_jwt: a credential that verifies, else 401 (development mode: none = anon, as
+ * everywhere) → by runtime:
+ *
+ * - `deno`: streamed to EDGE_RUNTIME_URL, or to the bundled Deno runtime that this area
+ *   supervises when EDGE_RUNTIME_URL is unset and FUNCTIONS_DIR exists (supervisor.ts);
+ *   neither: 503 `edge runtime not configured`; down: 502; hung: 504 (forward.ts).
+ * - `plv8`: `public.<name>(payload jsonb)` as the caller, in one round trip on the request
+ *   path of REST (`db.withContext` through REST's own executor, so the §7.2 error mapping is
+ *   the same code). POST (or any method with a body): the JSON body is the payload, `{}`
+ *   when there is none; GET: the query string as an object of strings.
+ *
+ * Bodies are not parsed by fastify here: a deno call's body streams through untouched, a
+ * plv8 call's body is read (up to MAX_BODY_BYTES) and checked to be JSON.
+ */
+import { existsSync } from 'node:fs';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Area, Deps } from '../core/area.ts';
+import type { RequestContext } from '../core/db.ts';
+import { ERRORS, pgErrorToAppError } from '../core/errors.ts';
+import { sendJsonText } from '../core/http.ts';
+import { execute } from '../rest/execute.ts';
+import { FunctionCache, type FunctionEntry } from './catalog.ts';
+import { FUNCTION_ERRORS, createForwarder } from './forward.ts';
+import { DenoSupervisor, denoCacheDir, denoExecutable } from './supervisor.ts';
+
+const PREFIX = '/functions/v1';
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+/** How long a call waits for the bundled runtime's first start before 502. */
+const FIRST_START_WAIT_MS = 15_000;
+
+/** What a running instance of this area holds; per fastify instance (several services may share a process). */
+interface FunctionsState {
+  supervisor: DenoSupervisor | null;
+  /** Why the bundled runtime cannot run (no Deno binary), once found out. */
+  noDeno: Error | null;
+}
+
+const states = new WeakMap<FastifyInstance, FunctionsState>();
+
+/** The bundled Deno runtime of a service's app, if it started one (tests, bench). */
+export function bundledRuntime(app: FastifyInstance): DenoSupervisor | null {
+  return states.get(app)?.supervisor ?? null;
+}
+
+/** The raw path after `/functions/v1/<name>`, query included, with the name re-encoded. */
+function runtimePath(url: string, name: string): string {
+  const raw = url.slice(PREFIX.length + 1);
+  const cut = raw.search(/[/?]/);
+  return '/' + encodeURIComponent(name) + (cut < 0 ? '' : raw.slice(cut));
+}
+
+function hasBody(req: FastifyRequest): boolean {
+  const len = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
+}
+
+/** The plv8 payload as JSON text: the body (checked JSON), `{}` without one; GET: the query string. */
+async function payloadOf(req: FastifyRequest, limit: number): Promise<string> {
+  if (req.method === 'GET' || req.method === 'HEAD') {
+    const q = req.url.indexOf('?');
+    return JSON.stringify(Object.fromEntries(new URLSearchParams(q < 0 ? '' : req.url.slice(q + 1))));
+  }
+  if (!hasBody(req)) return '{}';
+  const type = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > limit) throw ERRORS.bodyTooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req.raw as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw ERRORS.bodyTooLarge();
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return '{}';
+  if (type !== 'application/json') throw ERRORS.invalidBody();
+  try {
+    JSON.parse(text);
+  } catch {
+    throw ERRORS.invalidBody();
+  }
+  return text;
+}
+
+function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState): void {
+  const { db, credentials, config, log } = deps;
+  const forwarder = createForwarder(config.functionsTimeoutMs);
+  app.addHook('onClose', () => forwarder.close());
+
+  // Bodies stay unread streams: a deno call pipes them, a plv8 call reads its own.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
+
+  const startBundled = (): DenoSupervisor | null => {
+    if (state.supervisor !== null) return state.supervisor;
+    if (state.noDeno !== null || !existsSync(config.functionsDir)) return null;
+    const exe = denoExecutable();
+    if (exe instanceof Error) {
+      state.noDeno = exe;
+      log.error({ err: exe }, 'the bundled edge runtime cannot start: no Deno binary from the deno package');
+      return null;
+    }
+    const sup = new DenoSupervisor(exe, { functionsDir: config.functionsDir, env: config.functionsEnv, cacheDir: denoCacheDir(config.dataDir), log });
+    state.supervisor = sup;
+    sup.start();
+    return sup;
+  };
+
+  const runtimeBase = async (): Promise<string> => {
+    if (config.edgeRuntimeUrl !== null) return config.edgeRuntimeUrl;
+    const sup = startBundled();
+    if (sup === null) throw FUNCTION_ERRORS.notConfigured();
+    if (sup.url !== null) return sup.url;
+    // The first start is awaited; after a crash (or a failed first start), calls get 502
+    // until the runtime is up again.
+    const url = sup.firstStart ? await sup.ready(FIRST_START_WAIT_MS) : null;
+    if (url === null) throw FUNCTION_ERRORS.unavailable();
+    return url;
+  };
+
+  const callerOf = async (req: FastifyRequest, entry: FunctionEntry): Promise<RequestContext> => {
+    if (entry.verifyJwt) return credentials.api(req);
+    // verify_jwt = false: no check; a credential that does verify still sets the role.
+    return (await credentials.fromHeaders(req.headers).catch(() => null)) ?? credentials.anonymous;
+  };
+
+  const invoke = async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
+    const name = req.params.name;
+    let entry: FunctionEntry | undefined;
+    try {
+      entry = (await cache.get()).get(name);
+    } catch (err) {
+      throw pgErrorToAppError(err);
+    }
+    if (entry === undefined || entry.status !== 'active' || entry.runtime === null) throw FUNCTION_ERRORS.notFound();
+    if (entry.runtime === 'plv8') {
+      const caller = await callerOf(req, entry);
+      if (entry.plan === null) throw FUNCTION_ERRORS.notFound();
+      const payload = await payloadOf(req, config.maxBodyBytes);
+      const out = await execute(db, caller, { plan: entry.plan, params: [payload], offset: 0 });
+      return sendJsonText(reply, out.status, out.body ?? 'null');
+    }
+    if (entry.verifyJwt) await credentials.api(req);
+    return forwarder.forward(req, reply, await runtimeBase(), runtimePath(req.url, name));
+  };
+
+  const list = async (req: FastifyRequest, reply: FastifyReply) => {
+    const cred = await credentials.serviceRole(req);
+    let rows;
+    try {
+      rows = await db.withContext(cred, (c) => c`select edge.function_list()::text as body`);
+    } catch (err) {
+      throw pgErrorToAppError(err);
+    }
+    return sendJsonText(reply, 200, rows[0].body as string);
+  };
+
+  app.get(`${PREFIX}/`, list);
+  app.get(PREFIX, list);
+  app.post(`${PREFIX}/_refresh`, async (req, reply) => {
+    await credentials.serviceRole(req);
+    try {
+      await cache.reload();
+      await db.notifyCacheReload('functions');
+    } catch (err) {
+      throw pgErrorToAppError(err);
+    }
+    return reply.code(200).send({ ok: true });
+  });
+  app.route({ method: METHODS, url: `${PREFIX}/:name`, handler: invoke });
+  app.route({ method: METHODS, url: `${PREFIX}/:name/*`, handler: invoke });
+
+  // The bundled runtime starts with the service (calls before it is up wait for it).
+  if (config.edgeRuntimeUrl === null) startBundled();
+}
+
+export const functionsArea: Area = {
+  name: 'functions',
+  async register(app, deps) {
+    const cache = new FunctionCache(deps.db.sql, deps.log);
+    deps.db.onCacheReload('functions', () => cache.reload());
+    // DDL in public (the REST event trigger's `rest`) may create or drop a plv8 function.
+    deps.db.onCacheReload('rest', () => cache.reload());
+    await cache.reload().catch((err: unknown) => deps.log.warn({ err }, 'function catalog not loaded at start'));
+
+    const state: FunctionsState = { supervisor: null, noDeno: null };
+    states.set(app, state);
+    app.addHook('onClose', async () => {
+      await state.supervisor?.stop();
+    });
+    await app.register(async (scope) => routes(scope, deps, cache, state));
+  },
+};

@@ -1,0 +1,210 @@
+/**
+ * The bundled edge runtime's supervisor (issue 14, contract §6): when EDGE_RUNTIME_URL is
+ * unset and FUNCTIONS_DIR exists, the service runs Deno from the `deno` npm package (a
+ * dependency) as a child process serving FUNCTIONS_DIR (runtime/server.ts), on a loopback
+ * port of its own.
+ *
+ * - Permissions are narrowed to what functions need: network, read of FUNCTIONS_DIR, and
+ *   the variables named in FUNCTIONS_ENV (no other environment reaches the child either).
+ *   No write, run, ffi or sys access; no config file, lock file or prompt.
+ * - If the child dies it is started again with backoff (0.25 s doubling to 10 s; back to
+ *   0.25 s after a minute of good health). Meanwhile `url` is null and calls get 502.
+ * - `stop()` ends it with the service (SIGTERM, SIGKILL after 2 s). The child also exits
+ *   by itself when its stdin closes, so a service killed hard leaves no runtime behind.
+ * - Its stdout and stderr go to the service log; the runtime writes a function's stack
+ *   there (one JSON line), never into a response.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from '../core/log.ts';
+
+const SERVER = fileURLToPath(new URL('./runtime/server.ts', import.meta.url));
+const BACKOFF_MIN_MS = 250;
+const BACKOFF_MAX_MS = 10_000;
+const HEALTHY_AFTER_MS = 60_000;
+const START_TIMEOUT_MS = 30_000;
+
+/** The Deno executable the `deno` npm package installed for this platform, or an Error saying why not. */
+export function denoExecutable(): string | Error {
+  try {
+    const require = createRequire(import.meta.url);
+    const api = require('deno/install_api.cjs') as { runInstall(): string };
+    return api.runInstall();
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  }
+}
+
+export interface SupervisorOptions {
+  functionsDir: string;
+  /** Variables the functions may read (FUNCTIONS_ENV), with their values (null: unset). */
+  env: Readonly<Record<string, string | null>>;
+  /** Deno's module cache (DENO_DIR). */
+  cacheDir: string;
+  log: Logger;
+}
+
+export class DenoSupervisor {
+  /** `http://127.0.0.1:<port>` while the runtime is up; null while it is down or starting. */
+  url: string | null = null;
+  private child: ChildProcess | null = null;
+  private stopping = false;
+  private backoff = BACKOFF_MIN_MS;
+  private restartTimer: NodeJS.Timeout | null = null;
+  private waiters: Array<() => void> = [];
+  private readonly opts: SupervisorOptions;
+  private readonly exe: string;
+  /** Starts so far (1 after the first). */
+  starts = 0;
+  /** true once the runtime has been up: from then on, a call while it is down gets 502 at once. */
+  wasUp = false;
+
+  constructor(exe: string, opts: SupervisorOptions) {
+    this.exe = exe;
+    this.opts = opts;
+  }
+
+  /** The very first start is under way (calls wait for it; later, a runtime that is down means 502). */
+  get firstStart(): boolean {
+    return !this.wasUp && this.starts === 1 && this.child !== null;
+  }
+
+  /** The child's process id while it runs. */
+  get pid(): number | null {
+    return this.child?.pid ?? null;
+  }
+
+  start(): void {
+    if (this.stopping || this.child !== null) return;
+    const { functionsDir, env, cacheDir, log } = this.opts;
+    mkdirSync(cacheDir, { recursive: true });
+    const names = Object.keys(env);
+    const args = [
+      'run',
+      '--quiet',
+      '--no-prompt',
+      '--no-config',
+      '--no-lock',
+      '--allow-net',
+      `--allow-read=${functionsDir}`,
+      ...(names.length > 0 ? [`--allow-env=${names.join(',')}`] : []),
+      SERVER,
+      functionsDir,
+    ];
+    const childEnv: Record<string, string> = { DENO_DIR: cacheDir, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' };
+    for (const [k, v] of Object.entries(env)) if (v !== null) childEnv[k] = v;
+    const startedAt = Date.now();
+    this.starts++;
+    const child = spawn(this.exe, args, { cwd: functionsDir, env: childEnv, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = child;
+    const startTimer = setTimeout(() => {
+      if (this.url === null && this.child === child) {
+        log.error({ functionsDir }, 'edge runtime did not start in time; restarting');
+        child.kill('SIGKILL');
+      }
+    }, START_TIMEOUT_MS);
+    startTimer.unref();
+
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (this.url === null && this.child === child && line.startsWith('{"plinth_edge_listening":')) {
+        const port = (JSON.parse(line) as { plinth_edge_listening: number }).plinth_edge_listening;
+        this.url = `http://127.0.0.1:${port}`;
+        this.wasUp = true;
+        clearTimeout(startTimer);
+        log.info({ url: this.url, pid: child.pid, functionsDir }, 'edge runtime listening');
+        for (const w of this.waiters.splice(0)) w();
+        return;
+      }
+      log.info({ edge_runtime: 'stdout' }, line);
+    });
+    createInterface({ input: child.stderr! }).on('line', (line) => {
+      const entry = line.startsWith('{') ? parseLine(line) : null;
+      if (entry !== null && entry.level === 'error') {
+        log.error({ function: entry.function, stack: entry.stack }, String(entry.msg ?? 'edge function error'));
+      } else {
+        log.warn({ edge_runtime: 'stderr' }, line);
+      }
+    });
+    child.stdin!.on('error', () => {});
+    const gone = (code: number | null, signal: NodeJS.Signals | null) => {
+      clearTimeout(startTimer);
+      if (this.child !== child) return;
+      this.child = null;
+      this.url = null;
+      for (const w of this.waiters.splice(0)) w();
+      if (this.stopping) return;
+      if (Date.now() - startedAt > HEALTHY_AFTER_MS) this.backoff = BACKOFF_MIN_MS;
+      const delay = this.backoff;
+      this.backoff = Math.min(this.backoff * 2, BACKOFF_MAX_MS);
+      log.error({ code, signal, restart_in_ms: delay }, 'edge runtime exited; restarting');
+      this.restartTimer = setTimeout(() => {
+        this.restartTimer = null;
+        this.start();
+      }, delay);
+      this.restartTimer.unref();
+    };
+    child.on('exit', gone);
+    child.on('error', (err) => {
+      log.error({ err }, 'edge runtime could not be started');
+      // A spawn that failed emits no 'exit'.
+      if (child.pid === undefined) gone(null, null);
+    });
+  }
+
+  /** Resolves with the URL once the runtime is up, or null after `timeoutMs`. */
+  ready(timeoutMs: number): Promise<string | null> {
+    if (this.url !== null || this.stopping) return Promise.resolve(this.url);
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        resolve(this.url);
+      };
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== done);
+        resolve(this.url);
+      }, timeoutMs);
+      this.waiters.push(done);
+    });
+  }
+
+  /** Stop the runtime and do not restart it. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    for (const w of this.waiters.splice(0)) w();
+    const child = this.child;
+    if (child === null || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 2000);
+    await exited;
+    clearTimeout(timer);
+    this.child = null;
+    this.url = null;
+  }
+}
+
+interface RuntimeLogLine {
+  level?: unknown;
+  function?: unknown;
+  msg?: unknown;
+  stack?: unknown;
+}
+
+function parseLine(line: string): RuntimeLogLine | null {
+  try {
+    const v: unknown = JSON.parse(line);
+    return typeof v === 'object' && v !== null ? (v as RuntimeLogLine) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** DENO_DIR for the bundled runtime: under DATA_DIR, so nothing is written outside it. */
+export function denoCacheDir(dataDir: string): string {
+  return join(dataDir, 'deno');
+}
