@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseConfig, resolveSecrets, type RuntimeConfig } from '../../src/core/config.ts';
-import { createLogger } from '../../src/core/log.ts';
+import { createLogger, type Logger } from '../../src/core/log.ts';
 import { startService, type Service } from '../../src/service.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 
@@ -55,6 +55,8 @@ export interface StartOptions {
   /** Connect the service through this URL instead of the database's own (e.g. a TCP proxy). */
   databaseUrl?: string;
   worker?: boolean;
+  /** The service's logger (default: one at LOG_LEVEL on stdout). */
+  log?: Logger;
 }
 
 export async function startApp(t: TapLike, opts: StartOptions = {}): Promise<TestApp> {
@@ -71,7 +73,7 @@ export async function startApp(t: TapLike, opts: StartOptions = {}): Promise<Tes
   };
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
   const config = await resolveSecrets(parseConfig(env));
-  const log = createLogger(config.logLevel);
+  const log = opts.log ?? createLogger(config.logLevel);
   const service = await startService(config, log, {
     databaseUrl: opts.databaseUrl ?? db.url,
     worker: opts.worker,
