@@ -5,7 +5,7 @@
  * internal code and no echo of the input; a reply after which the connection closes says
  * `Connection: close`.
  */
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyError, type FastifyBaseLogger } from 'fastify';
 import type { RuntimeConfig } from './config.ts';
@@ -99,10 +99,10 @@ export function jsonDeeperThan(text: string, limit: number): boolean {
 }
 
 /** Requests being answered, per app (the shutdown deadline reports how many it cut). */
-const inFlight = new WeakMap<FastifyInstance, { n: number; closing: boolean }>();
+const inFlight = new WeakMap<FastifyInstance, { responses: Set<ServerResponse>; closing: boolean }>();
 
 export function inFlightRequests(app: FastifyInstance): number {
-  return inFlight.get(app)?.n ?? 0;
+  return inFlight.get(app)?.responses.size ?? 0;
 }
 
 const CLIENT_ERRORS: Record<string, [number, string]> = {
@@ -182,17 +182,22 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
     done(null, value);
   });
 
-  const state = { n: 0, closing: false };
+  const state = { responses: new Set<ServerResponse>(), closing: false };
   inFlight.set(app, state);
-  const done = () => state.n--;
+  function done(this: ServerResponse) {
+    state.responses.delete(this);
+  }
   app.addHook('preClose', async () => {
     state.closing = true;
+    // Requests in flight finish, then their connections close (a keep-alive client would
+    // otherwise hold the drain open).
+    for (const res of state.responses) if (!res.headersSent) res.setHeader('connection', 'close');
   });
 
   // CORS (contract §10)
   const allowed = new Set([...config.allowedOrigins, new URL(config.siteUrl).origin]);
   app.addHook('onRequest', async (req, reply) => {
-    state.n++;
+    state.responses.add(reply.raw);
     reply.raw.once('close', done);
     // Shutting down: requests still arriving on kept-alive connections are refused.
     if (state.closing) return sendError(reply, ERRORS.shuttingDown());
