@@ -274,6 +274,10 @@ t.test("fastify's and Node's own replies have plinth's shape", async (t) => {
   t.same([res?.status, JSON.parse(res.body), res.headers.connection], [400, { error: 'invalid request' }, 'close'], 'a bad Content-Length');
   t.notOk(x.data.includes('12x'), 'not echoed');
 
+  x = await rawExchange(port, `POST /rest/v1/authors HTTP/1.1\r\nHost: x\r\napikey: ${a.anonKey}\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\n\r\n{"name": "`);
+  [res] = parseResponses(x.data);
+  t.same([res?.status, JSON.parse(res.body), res.headers.connection], [413, { error: 'request body too large' }, 'close'], 'a body over MAX_BODY_BYTES');
+
   // A keep-alive client mixing requests the parser refuses with normal ones never sees a reset.
   const agent = new Agent({ keepAlive: true, maxSockets: 4 });
   t.teardown(() => agent.destroy());
@@ -308,26 +312,31 @@ t.test("fastify's and Node's own replies have plinth's shape", async (t) => {
   t.same(Object.fromEntries(statuses), { 200: 400, 431: 200 }, 'every answer as expected');
 });
 
-t.test('requests arriving while shutting down: 503 in the one shape, Connection: close', async (t) => {
+t.test('shutting down: requests in flight finish with Connection: close; later ones get 503 in the one shape', async (t) => {
   const a = await app(t);
   const port = Number(new URL(a.url).port);
-  const s = connect(port, '127.0.0.1');
-  let data = '';
-  s.on('data', (d) => (data += d));
-  const closed = new Promise<void>((resolve) => s.on('close', () => resolve()));
+  const open = (first: string) => {
+    const s = connect(port, '127.0.0.1');
+    const st = { data: '', closed: new Promise<void>((resolve) => s.on('close', () => resolve())) };
+    s.on('data', (d) => (st.data += d));
+    s.write(first);
+    return { s, st };
+  };
   const body = '{"s": 1}';
-  s.write(`POST /rest/v1/rpc/slow HTTP/1.1\r\nHost: x\r\napikey: ${a.anonKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  // A: a slow request in flight. B: a request whose head is still arriving.
+  const A = open(`POST /rest/v1/rpc/slow HTTP/1.1\r\nHost: x\r\napikey: ${a.anonKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  const B = open('GET /health HTTP/1.1\r\nHost: x\r\n');
   await waitFor(async () => (await a.db.sql`select 1 from pg_stat_activity where query like '%slow%' and state = 'active' and pid <> pg_backend_pid()`).length > 0);
   const closing = a.service.close();
   await waitFor(async () => !a.service.app.server.listening);
-  s.write(`GET /health HTTP/1.1\r\nHost: x\r\n\r\n`);
-  await closed;
-  await closing;
-  const [first, second] = parseResponses(data);
-  t.equal(first?.status, 200, 'the request in flight is finished');
-  t.equal(second?.status, 503, 'the one arriving after is refused');
-  t.same(JSON.parse(second.body), { error: 'service unavailable' });
-  t.equal(second.headers.connection, 'close');
+  B.s.write('\r\n');
+  await Promise.all([A.st.closed, B.st.closed, closing]);
+  const [done] = parseResponses(A.st.data);
+  t.same([done?.status, done?.headers.connection], [200, 'close'], 'the request in flight is finished, and its connection closes');
+  const [late] = parseResponses(B.st.data);
+  t.equal(late?.status, 503, 'a request arriving after is refused');
+  t.same(JSON.parse(late.body), { error: 'service unavailable' });
+  t.equal(late.headers.connection, 'close');
 });
 
 async function waitFor(cond: () => Promise<boolean>, ms = 10000): Promise<void> {
