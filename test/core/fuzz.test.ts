@@ -14,6 +14,8 @@ import { restApp, SEED_SQL, userToken, USER_A } from '../rest/helpers.ts';
 const SEED = Number(process.env.FUZZ_SEED ?? 18);
 const COUNT = Number(process.env.FUZZ_COUNT ?? 3000);
 const PARALLEL = 6;
+/** Bounds the run on a crowded machine: what is left unsent past it is reported, not failed. */
+const BUDGET_MS = Number(process.env.FUZZ_BUDGET_MS ?? 40000);
 
 /** mulberry32: small, fast, good enough to pick test input. */
 function rng(seed: number): () => number {
@@ -370,9 +372,10 @@ t.test(`fuzz: ${COUNT} requests from seed ${SEED}`, async (t) => {
   const failures: string[] = [];
   const statuses = new Map<number, number>();
   let next = 0;
+  const until = Date.now() + BUDGET_MS;
   await Promise.all(
     Array.from({ length: PARALLEL }, async () => {
-      while (next < reqs.length && failures.length < 20) {
+      while (next < reqs.length && failures.length < 20 && Date.now() < until) {
         const i = next++;
         const r = reqs[i];
         let problem: string;
@@ -391,10 +394,11 @@ t.test(`fuzz: ${COUNT} requests from seed ${SEED}`, async (t) => {
       }
     }),
   );
+  if (next < reqs.length && failures.length < 20) t.comment(`time budget of ${BUDGET_MS} ms reached after ${next} of ${reqs.length} requests`);
   t.comment(`seed ${SEED}; statuses ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`);
   for (const f of failures) t.fail(f);
   t.equal(failures.length, 0, `no rule broken (seed ${SEED}; FUZZ_SEED=${SEED} npx tap test/core/fuzz.test.ts)`);
-  t.ok((statuses.get(200) ?? 0) > COUNT / 20, 'a fair share of the requests succeed (the generator reaches past the parser)');
+  t.ok((statuses.get(200) ?? 0) > next / 20, 'a fair share of the requests succeed (the generator reaches past the parser)');
   const r = await app.call('GET', '/health');
   t.equal(r.status, 200, 'the service is still healthy');
 });
