@@ -198,7 +198,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   const allowed = new Set([...config.allowedOrigins, new URL(config.siteUrl).origin]);
   app.addHook('onRequest', async (req, reply) => {
     state.responses.add(reply.raw);
-    reply.raw.once('close', done);
+    reply.raw.on('close', done);
     // Shutting down: requests still arriving on kept-alive connections are refused.
     if (state.closing) return sendError(reply, ERRORS.shuttingDown());
     const origin = req.headers.origin;
