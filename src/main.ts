@@ -1,7 +1,9 @@
 /**
  * Boot: config → (embedded PostgreSQL) → migrations → HTTP + worker. Owns shutdown
  * (contract §1): on SIGTERM/SIGINT stop accepting and drain, stop the worker, end the
- * pools, stop the embedded server, exit 0.
+ * pools, stop the embedded server, exit 0. The drain is bounded: SHUTDOWN_TIMEOUT_MS after
+ * the signal, in-flight statements are cancelled and connections closed (one log line says
+ * how many requests were cut); if closing still has not finished 5 s later, exit 1.
  */
 import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
 import { createLogger } from './core/log.ts';
@@ -33,6 +35,7 @@ async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
   log.info({ signal }, 'shutting down');
+  const deadline = setTimeout(() => void cut(), config.shutdownTimeoutMs);
   try {
     await service?.close();
     await embedded?.stop();
@@ -40,7 +43,18 @@ async function shutdown(signal: string): Promise<void> {
     log.error({ err }, 'shutdown failed');
     process.exit(1);
   }
+  clearTimeout(deadline);
   process.exit(0);
+}
+
+/** SHUTDOWN_TIMEOUT_MS passed with requests still in flight. */
+async function cut(): Promise<void> {
+  setTimeout(() => {
+    log.error('shutdown did not finish 5 s after its deadline; exiting');
+    process.exit(1);
+  }, 5000).unref();
+  const requests = (await service?.cut()) ?? 0;
+  log.warn({ requests, timeout_ms: config.shutdownTimeoutMs }, `shutdown deadline reached: ${requests} requests cut, in-flight statements cancelled`);
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -10,7 +10,7 @@ import type { RuntimeConfig } from './core/config.ts';
 import { Credentials } from './core/credentials.ts';
 import type { Area, Deps } from './core/area.ts';
 import { Db } from './core/db.ts';
-import { buildHttp } from './core/http.ts';
+import { buildHttp, inFlightRequests } from './core/http.ts';
 import type { Logger } from './core/log.ts';
 import { startWorker, type Worker } from './worker/index.ts';
 import { healthArea } from './health/index.ts';
@@ -41,6 +41,11 @@ export interface Service {
   /** http://host:port the service listens on. */
   url: string;
   close(): Promise<void>;
+  /**
+   * The shutdown deadline passed: cancel the request statements in flight and close every
+   * connection, so `close()` can finish. Returns how many requests were cut.
+   */
+  cut(): Promise<number>;
 }
 
 export async function startService(config: RuntimeConfig, log: Logger, opts: ServiceOptions): Promise<Service> {
@@ -85,6 +90,12 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
         await db.end();
       })();
       return closing;
+    },
+    async cut() {
+      const requests = inFlightRequests(app);
+      app.server.closeAllConnections();
+      await db.cancelInFlight();
+      return requests;
     },
   };
 }

@@ -85,6 +85,10 @@ export interface Config {
   liveChannel: string;
   dbPoolSize: number;
   maxBodyBytes: number;
+  /** Deepest nesting of arrays and objects a JSON request body may have (MAX_JSON_DEPTH). */
+  maxJsonDepth: number;
+  /** SIGTERM/SIGINT: after this long in-flight statements are cancelled and the process exits. */
+  shutdownTimeoutMs: number;
   logLevel: string;
   shadowDatabaseUrl: string | null;
   rootDatabaseUrl: string | null;
@@ -296,6 +300,8 @@ export function parseConfig(env: Env = process.env): Config {
     liveChannel,
     dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', 1048576, 1),
+    maxJsonDepth: int(env, 'MAX_JSON_DEPTH', 128, 1, 1000),
+    shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10000, 0),
     logLevel,
     shadowDatabaseUrl: url(env, 'SHADOW_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
     rootDatabaseUrl: url(env, 'ROOT_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,

@@ -107,6 +107,8 @@ export class Db {
   private listening: Promise<unknown> | null = null;
   private listenHandle: { unlisten(): Promise<void> } | null = null;
   private ended = false;
+  /** Request statements in flight, for `cancelInFlight` (the shutdown deadline). */
+  private readonly inFlight = new Set<{ cancel(): unknown }>();
 
   constructor(opts: DbOptions) {
     this.log = opts.log;
@@ -136,12 +138,14 @@ export class Db {
     const lane = this.lanes.acquire() ?? (await this.lanes.wait());
     try {
       const c = lane.sql;
+      const w = work(c);
+      this.inFlight.add(w);
       const results = await Promise.allSettled([
         c`begin`.execute(),
         c`select set_config('role', ${ctx.role}, true), set_config('request.jwt.claims', ${ctx.claims}, true)`.execute(),
-        work(c).execute(),
+        w.execute(),
         c`commit`.execute(),
-      ]);
+      ]).finally(() => this.inFlight.delete(w));
       for (const r of results) if (r.status === 'rejected') throw r.reason;
       return (results[2] as PromiseFulfilledResult<postgres.RowList<R[]>>).value;
     } finally {
@@ -156,9 +160,12 @@ export class Db {
    */
   async transactionWithContext<T>(ctx: RequestContext, fn: (c: ReservedSql) => Promise<T>): Promise<T> {
     const c = await this.sql.reserve();
+    // Cancelling the (finished) BEGIN cancels whatever statement its connection runs then.
+    const begin = c`begin`;
+    this.inFlight.add(begin);
     try {
       const setup = Promise.all([
-        c`begin`.execute(),
+        begin.execute(),
         c`select set_config('role', ${ctx.role}, true), set_config('request.jwt.claims', ${ctx.claims}, true)`.execute(),
       ]);
       let result: T;
@@ -172,8 +179,21 @@ export class Db {
       await c`commit`;
       return result;
     } finally {
+      this.inFlight.delete(begin);
       c.release();
     }
+  }
+
+  /**
+   * The shutdown deadline: cancel every request statement in flight (a CancelRequest to
+   * its connection's backend, as `query.cancel()` sends; one not yet running is cancelled
+   * when it starts). Returns how many transactions were cancelled.
+   */
+  async cancelInFlight(): Promise<number> {
+    const all = [...this.inFlight];
+    this.inFlight.clear();
+    await Promise.allSettled(all.map((q) => q.cancel()));
+    return all.length;
   }
 
   /** true when a trivial query answers within `timeoutMs`. */

@@ -1,7 +1,12 @@
 /**
  * The HTTP shell: fastify with one JSON parser, one error handler, one not-found handler
- * and CORS (contract §8, §10). Every error leaves as `{"error": "<message>"}`.
+ * and CORS (contract §8, §10). Every reply plinth sends, fastify's and Node's own included
+ * (bad URL, head too large, shutting down), leaves as `{"error": "<message>"}` with no
+ * internal code and no echo of the input; a reply after which the connection closes says
+ * `Connection: close`.
  */
+import { STATUS_CODES, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyError, type FastifyBaseLogger } from 'fastify';
 import type { RuntimeConfig } from './config.ts';
 import type { Logger } from './log.ts';
@@ -34,12 +39,110 @@ export function toAppError(err: unknown): AppError {
       case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       case 'FST_ERR_CTP_INVALID_JSON_BODY':
         return ERRORS.invalidBody();
+      case 'FST_ERR_BAD_URL':
+      case 'FST_ERR_MAX_PARAM_LENGTH':
+        return ERRORS.invalidRequest();
     }
     if (typeof e.statusCode === 'number' && e.statusCode === 413) return ERRORS.bodyTooLarge();
+    // Any other client error fastify raises itself: its status class, plinth's words.
+    if (typeof e.code === 'string' && e.code.startsWith('FST_') && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+      return e.code.startsWith('FST_ERR_CTP_') ? ERRORS.invalidBody() : ERRORS.invalidRequest();
+    }
     if (typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return pgErrorToAppError(err);
     if (isConnectionError(err)) return ERRORS.databaseUnavailable(err);
   }
   return ERRORS.internal(err);
+}
+
+/**
+ * JSON request body text → value. Invalid JSON, or arrays and objects nested deeper than
+ * `maxDepth` (MAX_JSON_DEPTH: PostgreSQL would run out of stack on them), is 400
+ * `invalid request body`. Every JSON parser of the service goes through here.
+ */
+export function parseJsonBody(text: string, maxDepth: number): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw ERRORS.invalidBody();
+  }
+  if (jsonDeeperThan(text, maxDepth)) throw ERRORS.invalidBody();
+  return value;
+}
+
+/**
+ * true when valid JSON text nests arrays and objects deeper than `limit`. Linear, no
+ * allocation; strings are skipped. Text too short to hold `limit + 1` levels is not scanned.
+ */
+export function jsonDeeperThan(text: string, limit: number): boolean {
+  const n = text.length;
+  if (n < 2 * (limit + 1)) return false;
+  let depth = 0;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // A string: to the next quote not escaped by an odd run of backslashes.
+      for (;;) {
+        i = text.indexOf('"', i + 1);
+        if (i < 0) return false;
+        let b = 0;
+        while (text.charCodeAt(i - 1 - b) === 0x5c) b++;
+        if ((b & 1) === 0) break;
+      }
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+/** Requests being answered, per app (the shutdown deadline reports how many it cut). */
+const inFlight = new WeakMap<FastifyInstance, { responses: Set<ServerResponse>; closing: boolean }>();
+
+export function inFlightRequests(app: FastifyInstance): number {
+  return inFlight.get(app)?.responses.size ?? 0;
+}
+
+const CLIENT_ERRORS: Record<string, [number, string]> = {
+  HPE_HEADER_OVERFLOW: [431, 'request header fields too large'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'request timeout'],
+};
+
+/**
+ * Node's HTTP parser refused the request (head over 16 KB, bad method or framing, timeout):
+ * answer in plinth's shape with `Connection: close`, half-close, and discard whatever the
+ * client still sends until it closes (or 2 s), so the client reads the reply instead of a
+ * reset. Nothing of the input is echoed; the log line has no stack.
+ */
+function clientErrorHandler(log: Logger): (err: NodeJS.ErrnoException, socket: Socket) => void {
+  const handled = new WeakSet<Socket>();
+  return (err, socket) => {
+    if (handled.has(socket)) return;
+    handled.add(socket);
+    if (err.code === 'ECONNRESET' || socket.destroyed) {
+      socket.destroy();
+      return;
+    }
+    const [status, message] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'invalid request'];
+    log.info({ status, code: err.code }, message);
+    // As Node: reply only when no response of this socket has begun.
+    const current = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (!socket.writable || (current && current.headersSent)) {
+      socket.destroy();
+      return;
+    }
+    const body = JSON.stringify({ error: message });
+    socket.removeAllListeners('data');
+    socket.on('data', () => {});
+    socket.on('error', () => {});
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    setTimeout(() => socket.destroy(), 2000).unref();
+  };
 }
 
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
@@ -54,8 +157,12 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
     bodyLimit: config.maxBodyBytes,
     trustProxy: false,
-    return503OnClosing: true,
+    // Requests that arrive while closing get plinth's 503 (onRequest below); fastify adds
+    // `Connection: close` to them.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
+    frameworkErrors: (err, _req, reply) => sendError(reply, toAppError(err)),
+    clientErrorHandler: clientErrorHandler(log),
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 1000 },
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: false } },
   });
@@ -66,16 +173,34 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = body as string;
     if (text.trim() === '') return done(null, undefined);
+    let value: unknown;
     try {
-      done(null, JSON.parse(text));
-    } catch {
-      done(ERRORS.invalidBody(), undefined);
+      value = parseJsonBody(text, config.maxJsonDepth);
+    } catch (err) {
+      return done(err as AppError, undefined);
     }
+    done(null, value);
+  });
+
+  const state = { responses: new Set<ServerResponse>(), closing: false };
+  inFlight.set(app, state);
+  function done(this: ServerResponse) {
+    state.responses.delete(this);
+  }
+  app.addHook('preClose', async () => {
+    state.closing = true;
+    // Requests in flight finish, then their connections close (a keep-alive client would
+    // otherwise hold the drain open).
+    for (const res of state.responses) if (!res.headersSent) res.setHeader('connection', 'close');
   });
 
   // CORS (contract §10)
   const allowed = new Set([...config.allowedOrigins, new URL(config.siteUrl).origin]);
   app.addHook('onRequest', async (req, reply) => {
+    state.responses.add(reply.raw);
+    reply.raw.on('close', done);
+    // Shutting down: requests still arriving on kept-alive connections are refused.
+    if (state.closing) return sendError(reply, ERRORS.shuttingDown());
     const origin = req.headers.origin;
     if (origin !== undefined && (config.allowPermissiveCors || allowed.has(origin))) {
       reply.header('Access-Control-Allow-Origin', origin);
@@ -92,17 +217,37 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
 
   app.setErrorHandler((err, req, reply) => {
     const appErr = toAppError(err);
-    if (appErr.status >= 500) {
-      req.log.error({ err: appErr.cause ?? err, ...appErr.internal, url: req.url, method: req.method }, appErr.publicMessage);
-    } else if (appErr.internal || appErr.cause) {
-      req.log.debug({ err: appErr.cause, ...appErr.internal }, appErr.publicMessage);
-    }
+    logError(req, reply, appErr, err, state.closing);
     return sendError(reply, appErr);
   });
 
   app.setNotFoundHandler((_req, reply) => sendError(reply, ERRORS.notFound()));
 
   return app;
+}
+
+/**
+ * One line per error. Client errors (4xx) at info, 503 at warn, without a stack: a client
+ * cannot flood the log with traces. A database error (raised exception, lost connection)
+ * is logged with its SQLSTATE and message but no driver stack; only errors of plinth's own
+ * code carry a stack. The URL is not logged (it may be 16 KB of anything): the route is.
+ */
+function logError(req: FastifyRequest, reply: FastifyReply, appErr: AppError, err: unknown, closing: boolean): void {
+  const route = req.routeOptions.url;
+  const base = { status: appErr.status, method: req.method, route, ...appErr.internal };
+  if (appErr.status < 500) {
+    req.log.info(base, appErr.publicMessage);
+    return;
+  }
+  const cause = (appErr.cause ?? err) as { code?: unknown; message?: unknown } | null;
+  const sqlstate = cause && typeof cause === 'object' && typeof cause.code === 'string' ? cause.code : undefined;
+  if (appErr.status === 503 || (closing && reply.raw.destroyed)) {
+    req.log.warn({ ...base, code: sqlstate }, appErr.publicMessage);
+  } else if (sqlstate !== undefined && /^[0-9A-Z]{5}$/.test(sqlstate)) {
+    req.log.error({ ...base, code: sqlstate, db_message: String(cause!.message ?? '') }, appErr.publicMessage);
+  } else {
+    req.log.error({ ...base, err: cause }, appErr.publicMessage);
+  }
 }
 
 /** Send JSON text that PostgreSQL already built, without parsing it. */

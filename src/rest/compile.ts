@@ -35,6 +35,7 @@ import {
 } from './grammar.ts';
 import { ident, literal, type Catalog, type Column, type Func, type Relation, type Relationship } from './catalog.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
+import { checkArgs, checkFilters, checkRows, checkSelect } from './limits.ts';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 export type Param = string | null;
@@ -473,11 +474,13 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
       bodyParam = '[' + (req.bodyText ?? JSON.stringify(b)) + ']';
     } else throw bodyError();
     columns = bodyColumns(rel, rows);
+    checkRows(rel, rows);
   } else if (req.method === 'PATCH') {
     if (!rel.updatable) throw REST_ERRORS.methodNotAllowed();
     const b = req.body;
     if (!isPlainObject(b)) throw bodyError();
     columns = bodyColumns(rel, [b]);
+    checkRows(rel, [b]);
     if (columns.length === 0) throw bodyError();
     bodyParam = req.bodyText ?? JSON.stringify(b);
   } else if (req.method === 'DELETE') {
@@ -489,6 +492,7 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
     if (q.filters.length === 0 && q.logic.length === 0) throw ERRORS.invalidRequest();
     if (q.limit !== null || q.offset !== null) throw ERRORS.invalidRequest();
   }
+  if (req.method !== 'POST') checkFilters(rel, q);
 
   const minimal = req.prefer.returnMinimal && req.method !== 'GET';
   const count = minimal ? null : req.prefer.count;
@@ -499,6 +503,7 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
     (minimal ? 'm' : '') + (singular ? 's' : '') + (csv ? 'c' : '') + (count ?? '');
   let plan = cat.cached<Plan>(key);
   if (plan === undefined) {
+    checkSelect(cat, rel, q.select);
     plan = cat.remember(key, compileTable(cat, rel, req.method, q, columns, { minimal, count, singular, csv }));
   }
 
@@ -667,6 +672,7 @@ export function prepareRpc(cat: Catalog, req: RpcRequest): Prepared & { fn: Func
     if (!isPlainObject(b)) throw ERRORS.invalidBody();
     const names = Object.keys(b).sort();
     const { fn, wholeBody } = resolveFunction(cat, req.name, names, true);
+    if (!wholeBody) checkArgs(fn, Object.entries(b), true);
     const key = 'RPC\u0000' + fn.oid + '\u0000' + (wholeBody ? '\u0002' : names.join('\u0001'));
     let plan = cat.cached<Plan>(key);
     if (plan === undefined) {
@@ -697,6 +703,7 @@ export function prepareRpc(cat: Catalog, req: RpcRequest): Prepared & { fn: Func
   }
   const names = [...values.keys()].sort();
   const { fn } = resolveFunction(cat, req.name, names, false);
+  checkArgs(fn, values, false);
   const key = 'RPCGET\u0000' + fn.oid + '\u0000' + names.join('\u0001');
   let plan = cat.cached<Plan>(key);
   if (plan === undefined) {

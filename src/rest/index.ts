@@ -14,7 +14,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Area, Deps } from '../core/area.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
-import { sendJsonText } from '../core/http.ts';
+import { parseJsonBody, sendJsonText } from '../core/http.ts';
 import { parsePrefer } from './grammar.ts';
 import { Catalog, loadCatalog } from './catalog.ts';
 import { REST_ERRORS, prepareRpc, prepareTable, type Method } from './compile.ts';
@@ -140,9 +140,9 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
     if (text.trim() === '') return done(null, undefined);
     let value: unknown;
     try {
-      value = JSON.parse(text);
-    } catch {
-      return done(ERRORS.invalidBody(), undefined);
+      value = parseJsonBody(text, config.maxJsonDepth);
+    } catch (err) {
+      return done(err as AppError, undefined);
     }
     bodyTexts.set(req, text);
     done(null, value);

@@ -39,6 +39,8 @@ t.test('defaults follow contract §2', async (t) => {
   t.equal(c.liveChannel, 'lqs');
   t.equal(c.dbPoolSize, 10);
   t.equal(c.maxBodyBytes, 1048576);
+  t.equal(c.maxJsonDepth, 128);
+  t.equal(c.shutdownTimeoutMs, 10000);
   t.same(c.allowedOrigins, []);
   t.same(c.oauth, {});
   t.ok(Object.isFrozen(c), 'frozen');
@@ -61,6 +63,9 @@ t.test('invalid values name the variable', async (t) => {
     [{ ALLOWED_ORIGINS: 'http://a.test/path' }, 'ALLOWED_ORIGINS'],
     [{ SMTP_URL: 'http://mail' }, 'SMTP_URL'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ MAX_JSON_DEPTH: '0' }, 'MAX_JSON_DEPTH'],
+    [{ MAX_JSON_DEPTH: '5000' }, 'MAX_JSON_DEPTH'],
+    [{ SHUTDOWN_TIMEOUT_MS: '10s' }, 'SHUTDOWN_TIMEOUT_MS'],
     [{ GOOGLE_TOKEN_URL: 'http://example.com/token' }, 'GOOGLE_TOKEN_URL'],
   ];
   for (const [env, name] of cases) {

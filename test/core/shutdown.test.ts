@@ -1,0 +1,125 @@
+/**
+ * Shutdown (contract §1, design.md, issue 18): SIGTERM drains the requests in flight; past
+ * SHUTDOWN_TIMEOUT_MS their statements are cancelled in PostgreSQL, the connections are
+ * closed, one log line says how many requests were cut, and the process exits.
+ */
+import t from 'tap';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { TEST_JWT_SECRET } from '../helpers/app.ts';
+
+const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+
+interface Running {
+  child: ChildProcess;
+  url: string;
+  anonKey: string;
+  stdout(): string;
+  exited: Promise<number | null>;
+}
+
+async function start(t: { teardown(fn: () => unknown): void }, db: TestDatabase, env: Record<string, string>): Promise<Running> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'plinth-shutdown-'));
+  const child = spawn(process.execPath, [MAIN], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      DATABASE_URL: db.url,
+      MIGRATE_ON_START: 'false',
+      JWT_SECRET: TEST_JWT_SECRET,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DATA_DIR: dataDir,
+      DB_POOL_SIZE: '2',
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (err += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  await waitFor(async () => /plinth listening on (\S+)/.test(out) && /ANON_KEY=(\S+)/.test(out), 30000, () => `start: ${out}${err}`);
+  return {
+    child,
+    url: /plinth listening on (\S+)/.exec(out)![1],
+    anonKey: /ANON_KEY=(\S+)/.exec(out)![1],
+    stdout: () => out,
+    exited,
+  };
+}
+
+async function waitFor(cond: () => Promise<boolean>, ms = 15000, what: () => string = () => 'condition'): Promise<void> {
+  const until = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > until) throw new Error(`not met in time: ${what()}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+function logLines(stdout: string): Array<Record<string, unknown>> {
+  return stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+const sleeping = (db: TestDatabase, seconds: number) =>
+  db.sql`select pid from pg_stat_activity where query like ${'%slow%'} and state = 'active' and pid <> pg_backend_pid() and query not like '%pg_stat_activity%'`.then(
+    (rows) => rows.length,
+  );
+
+t.test('shutdown', async (t) => {
+  const db = await createTestDatabase(t);
+  await db.sql.unsafe(`
+    create function public.slow(s float8) returns int language sql as 'select pg_sleep(s); select 1';
+    grant execute on function public.slow(float8) to anon;
+  `).simple();
+
+  await t.test('a request in flight is finished within the deadline', async (t) => {
+    const app = await start(t, db, { SHUTDOWN_TIMEOUT_MS: '20000' });
+    const res = fetch(app.url + '/rest/v1/rpc/slow', {
+      method: 'POST',
+      headers: { apikey: app.anonKey, 'content-type': 'application/json' },
+      body: '{"s": 0.5}',
+    });
+    await waitFor(async () => (await sleeping(db, 0.5)) > 0);
+    app.child.kill('SIGTERM');
+    const r = await res;
+    t.same([r.status, await r.json()], [200, 1], 'answered');
+    t.equal(await app.exited, 0, 'exit 0');
+    t.notOk(logLines(app.stdout()).some((l) => String(l.msg).includes('deadline')), 'no deadline line');
+  });
+
+  await t.test('past SHUTDOWN_TIMEOUT_MS statements are cancelled and the process exits', async (t) => {
+    const app = await start(t, db, { SHUTDOWN_TIMEOUT_MS: '500' });
+    const res = fetch(app.url + '/rest/v1/rpc/slow', {
+      method: 'POST',
+      headers: { apikey: app.anonKey, 'content-type': 'application/json' },
+      body: '{"s": 120}',
+    }).then(
+      (r) => r.status,
+      () => 'closed',
+    );
+    await waitFor(async () => (await sleeping(db, 120)) > 0);
+    app.child.kill('SIGTERM');
+    // Bounded by the test's own deadline, far below the 120 s the statement would take.
+    const code = await Promise.race([app.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 30000))]);
+    t.equal(code, 0, 'the process exits');
+    t.equal(await res, 'closed', 'the request cut sees its connection closed');
+    await waitFor(async () => (await sleeping(db, 120)) === 0, 10000, () => 'the statement is still running');
+    t.pass('the statement was cancelled in PostgreSQL');
+    const line = logLines(app.stdout()).find((l) => String(l.msg).includes('deadline'));
+    t.ok(line, 'one line says so');
+    t.equal(line?.requests, 1, 'with how many requests were cut');
+    t.match(String(line?.msg), /1 requests cut/);
+  });
+});
