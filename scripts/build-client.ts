@@ -3,7 +3,7 @@
  * dist/client.js (minified, @supabase/postgrest-js included), with its declarations
  * (dist/client.d.ts over dist/types/), and its size minified and gzipped.
  */
-import { build } from 'esbuild';
+import { build, type BuildOptions } from 'esbuild';
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -14,7 +14,7 @@ import { gzipSync } from 'node:zlib';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist');
 
-const ESBUILD_OPTIONS = {
+const ESBUILD_OPTIONS: BuildOptions = {
   entryPoints: [join(ROOT, 'src/client/index.ts')],
   bundle: true,
   format: 'esm',
@@ -23,12 +23,12 @@ const ESBUILD_OPTIONS = {
   minify: true,
   legalComments: 'none',
   logLevel: 'warning',
-} as const;
+};
 
 /** The bundle's code, built in memory (what the browser tests serve). */
 export async function bundleCode(): Promise<string> {
   const r = await build({ ...ESBUILD_OPTIONS, write: false, outfile: 'client.js' });
-  return r.outputFiles[0].text;
+  return r.outputFiles![0].text;
 }
 
 export async function buildClient(opts: { quiet?: boolean; outDir?: string } = {}): Promise<{ file: string; bytes: number; gzip: number }> {
