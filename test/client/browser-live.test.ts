@@ -13,6 +13,8 @@ import { chromiumMissing, areaPresent, launch, openPage, startPages, until } fro
 
 type W = any;
 
+const titles = (page: Page) => page.evaluate(() => (window as W).q.rows.map((r: any) => r.title).sort());
+
 const missing = chromiumMissing();
 if (missing) {
   t.plan(0, missing);
@@ -70,11 +72,10 @@ async function installLive(page: Page, queryId: string): Promise<void> {
   }, queryId);
 }
 
-const titles = (page: Page) => page.evaluate(() => (window as W).q.rows.map((r: any) => r.title).sort());
-
 async function run() {
   const [site] = await startPages(t, 1);
-  const app = await startApp(t, { env: { SITE_URL: site.origin, AUTH_RATE_LIMIT: '0' } });
+  // The WebSocket Origin check reads ALLOWED_ORIGINS (interface §4.9 rule 2).
+  const app = await startApp(t, { env: { SITE_URL: site.origin, ALLOWED_ORIGINS: site.origin, AUTH_RATE_LIMIT: '0' } });
   if (!(await areaPresent(app.url, '/ws/_presence/probe', { apikey: app.anonKey, authorization: `Bearer ${app.anonKey}` }))) {
     t.plan(0, 'live area absent (GET /ws/_presence/{channel} answers 404 not found): live browser tests skipped');
     return;
