@@ -9,7 +9,6 @@
 import t from 'tap';
 import Fastify from 'fastify';
 import websocket from '@fastify/websocket';
-import type { WebSocket } from 'ws';
 import { LiveQuery, ResultSet, SeqTracker, type Row } from '../../src/client/index.ts';
 
 async function waitFor(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
@@ -52,8 +51,15 @@ t.test('SeqTracker: baseline, order, gaps, duplicates', async (t) => {
   t.equal(q.next(1), 'apply', 'after a reset any seq is the new baseline');
 });
 
+interface ServerSocket {
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  terminate(): void;
+  on(event: 'message', cb: (m: Buffer) => void): void;
+}
+
 interface Conn {
-  socket: WebSocket;
+  socket: ServerSocket;
   token: string;
   frames: any[];
 }
@@ -72,7 +78,7 @@ async function scriptedServer(t: { teardown(fn: () => unknown): void }) {
   app.get('/ws/:id', { websocket: true }, (socket, req) => {
     attempts++;
     const token = (req.query as { token?: string }).token ?? '';
-    const conn: Conn = { socket, token, frames: [] };
+    const conn: Conn = { socket: socket as unknown as ServerSocket, token, frames: [] };
     if (refuse) {
       socket.close(1011, 'refused');
       return;
