@@ -62,6 +62,7 @@ interface BrowserGlobals {
   history?: { replaceState(data: unknown, unused: string, url?: string): void };
   sessionStorage?: SupportedStorage;
   atob?: (s: string) => string;
+  navigator?: { locks?: { request<T>(name: string, cb: () => Promise<T>): Promise<T> } };
 }
 
 const g = globalThis as unknown as BrowserGlobals;
@@ -268,7 +269,31 @@ export class AuthClient {
     return p;
   }
 
+  /**
+   * Clients sharing one storage (two `createClient`s in a page) refresh under a Web Lock and
+   * adopt a session another one has just refreshed, instead of replaying its refresh token.
+   */
   private async doRefresh(session: Session): Promise<Result<Session>> {
+    const locks = g.navigator?.locks;
+    if (!locks || this.storage instanceof MemoryStorage) return this.refreshNow(session);
+    return locks.request(`plinth-refresh:${this.storageKey}`, async () => {
+      try {
+        const raw = await this.storage.getItem(this.storageKey);
+        const stored = raw ? (JSON.parse(raw) as Session) : null;
+        if (stored && stored.refresh_token !== session.refresh_token && this.session?.refresh_token === session.refresh_token && stored.expires_at - this.lead > now()) {
+          this.session = stored;
+          this.schedule();
+          this.emit('TOKEN_REFRESHED', stored);
+          return { data: stored, error: null };
+        }
+      } catch {
+        /* unreadable storage: refresh */
+      }
+      return this.refreshNow(session);
+    });
+  }
+
+  private async refreshNow(session: Session): Promise<Result<Session>> {
     const r = await this.http.request<Omit<Session, 'expires_at'>>('POST', '/auth/v1/token', {
       noAuth: true,
       body: { grant_type: 'refresh_token', refresh_token: session.refresh_token },

@@ -119,29 +119,49 @@ async function run() {
     await page.close();
   });
 
-  await t.test('several calls racing for a due token refresh it once', async (t) => {
+  await t.test('several calls and two clients racing for a due token refresh it once', async (t) => {
     const page = await openPage(ctx, site.origin);
+    const refreshes: string[] = [];
+    page.on('request', (r) => {
+      if (r.url().endsWith('/auth/v1/token') && (r.postData() ?? '').includes('refresh_token')) refreshes.push(r.url());
+    });
     const r = await page.evaluate(
       async ({ email, password }) => {
-        const c = (window as W).plinth.createClient((window as W).client.url, (window as W).client.anonKey, { auth: { storageKey: 'race' } });
+        const { createClient } = (window as W).plinth;
+        const url = (window as W).client.url;
+        const key = (window as W).client.anonKey;
+        const c = createClient(url, key, { auth: { storageKey: 'race' } });
         const seen: string[] = [];
         c.auth.onAuthStateChange((e: string) => seen.push(e));
         c.auth.stopAutoRefresh();
         const { data } = await c.auth.signInWithPassword({ email, password });
+        // A second client on the same storage (say, another module of the page).
+        const c2 = createClient(url, key, { auth: { storageKey: 'race' } });
+        const seen2: string[] = [];
+        c2.auth.onAuthStateChange((e: string) => seen2.push(e));
+        c2.auth.stopAutoRefresh();
+        await c2.auth.ready;
         // Wait until the token is due (60 s before expiry), then let everything at once want it.
         await new Promise<void>((resolve) => {
           const tick = () => (Date.now() / 1000 >= data.session.expires_at - 60 ? resolve() : setTimeout(tick, 50));
           tick();
         });
         c.auth.startAutoRefresh();
-        const users = await Promise.all([c.auth.getUser(), c.auth.getUser(), c.auth.getUser(), c.auth.getSession()]);
+        c2.auth.startAutoRefresh();
+        const calls = await Promise.all([c.auth.getUser(), c.auth.getUser(), c.auth.getUser(), c.auth.getSession(), c2.auth.getUser(), c2.auth.getSession()]);
         c.auth.stopAutoRefresh();
-        return { seen, ok: users.every((u: any) => u.error === null) };
+        c2.auth.stopAutoRefresh();
+        const t1 = (await c.auth.getSession()).data.session.access_token;
+        const t2 = (await c2.auth.getSession()).data.session.access_token;
+        return { seen, seen2, ok: calls.every((u: any) => u.error === null), same: t1 === t2, fresh: t1 !== data.session.access_token };
       },
       { email, password: PASSWORD },
     );
     t.ok(r.ok);
     t.same(r.seen, ['SIGNED_IN', 'TOKEN_REFRESHED'], 'one refresh for four racing calls');
+    t.same(r.seen2, ['TOKEN_REFRESHED'], 'the second client adopted it: no replay, no SIGNED_OUT');
+    t.ok(r.same && r.fresh, 'both hold the new token');
+    t.equal(refreshes.length, 1, 'one refresh request in all');
     await page.close();
   });
 
