@@ -74,14 +74,14 @@ export function networkError(e: unknown): PlinthError {
   return new PlinthError(`network error: ${msg}`, 0);
 }
 
-export function createHttp(url: string, anonKey: string, fetchImpl: Fetch, headers: HeaderSource): Http {
+export function createHttp(url: string, anonKey: string, fetchImpl: Fetch, headers: HeaderSource, extra: Record<string, string> = {}): Http {
   const base = url.replace(/\/+$/, '');
   return {
     url: base,
     anonKey,
     fetch: fetchImpl,
     async request<T>(method: string, path: string, opts: RequestOptions = {}): Promise<Result<T> & { status: number; response?: Response }> {
-      const h: Record<string, string> = opts.noAuth ? { apikey: anonKey } : await headers();
+      const h: Record<string, string> = opts.noAuth ? { ...extra, apikey: anonKey } : await headers();
       Object.assign(h, opts.headers);
       let body: RequestBody | null | undefined = opts.raw;
       if (opts.body !== undefined) {

@@ -66,7 +66,7 @@ export class PlinthClient {
       const token = auth ? await auth.getAccessToken() : null;
       return { ...extra, apikey: anonKey, authorization: `Bearer ${token ?? anonKey}` };
     };
-    this.http = createHttp(url, anonKey, baseFetch, headers);
+    this.http = createHttp(url, anonKey, baseFetch, headers, extra);
     this.url = this.http.url;
     this.anonKey = anonKey;
     auth = new AuthClient(this.http, options.auth);
