@@ -5,7 +5,7 @@
  * expires, once however many calls race for it; a refused refresh (reuse detected, expired,
  * revoked) ends the session with `SIGNED_OUT`.
  */
-import { PlinthError, errorFromBody, networkError, type Http, type Result } from './http.ts';
+import { PlinthError, type Http, type Result } from './http.ts';
 
 export interface User {
   id: string;
@@ -472,17 +472,9 @@ export class AuthClient {
   // ---- the signed-in user --------------------------------------------------------------
 
   private async fetchUser(token: string): Promise<Result<User>> {
-    let res: Response;
-    try {
-      res = await this.http.fetch(`${this.http.url}/auth/v1/user`, {
-        headers: { apikey: this.http.anonKey, authorization: `Bearer ${token}` },
-      });
-    } catch (e) {
-      return { data: null, error: networkError(e) };
-    }
-    const text = await res.text();
-    if (!res.ok) return { data: null, error: errorFromBody(res.status, text, res.headers.get('content-type')) };
-    return { data: JSON.parse(text) as User, error: null };
+    // noAuth: the token is given (this also runs while the stored session is being read).
+    const r = await this.http.request<User>('GET', '/auth/v1/user', { noAuth: true, headers: { authorization: `Bearer ${token}` } });
+    return r.error ? { data: null, error: r.error } : { data: r.data, error: null };
   }
 
   /** GET /auth/v1/user with the session's token (or `jwt`). */

