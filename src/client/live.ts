@@ -1,0 +1,422 @@
+/**
+ * Live queries over WebSocket (interface §4.9, §6.2; contract §5 "Live queries"): one
+ * connection to `/ws/{queryId}` with the session's token, reconnecting with backoff and a
+ * fresh token, and a result set kept for the caller. Deltas are applied; a `seq` gap, an
+ * `overflow` or an `invalidated` calls the caller's `refetch()` and replaces the rows.
+ * Broadcast and presence ride on the same connection (the channel is the query id).
+ */
+import { PlinthError, networkError, type Fetch } from './http.ts';
+
+export type Row = Record<string, unknown>;
+
+/** Canonical JSON (sorted keys): rows compare whole, as jsonb does. */
+export function canonical(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  const o = v as Record<string, unknown>;
+  return `{${Object.keys(o)
+    .sort()
+    .filter((k) => o[k] !== undefined)
+    .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+    .join(',')}}`;
+}
+
+export interface Delta {
+  query_id?: string;
+  seq: number;
+  inserted?: Row[];
+  deleted?: Row[];
+}
+
+/** The rows of a live query as a multiset of whole rows. */
+export class ResultSet {
+  rows: Row[] = [];
+
+  replace(rows: Row[]): void {
+    this.rows = [...rows];
+  }
+
+  /**
+   * Apply one delta: each deleted row removes one equal row, each inserted row is added.
+   * `idempotent` (for deltas that arrived while a refetch ran, whose result may already
+   * hold them): an inserted row already present is not added again.
+   */
+  apply(delta: { inserted?: Row[]; deleted?: Row[] }, idempotent = false): void {
+    const rows = [...this.rows];
+    const keys = rows.map(canonical);
+    for (const d of delta.deleted ?? []) {
+      const i = keys.indexOf(canonical(d));
+      if (i >= 0) {
+        rows.splice(i, 1);
+        keys.splice(i, 1);
+      }
+    }
+    for (const r of delta.inserted ?? []) {
+      const k = canonical(r);
+      if (idempotent && keys.includes(k)) continue;
+      rows.push(r);
+      keys.push(k);
+    }
+    this.rows = rows;
+  }
+}
+
+/** What the next `seq` means: apply it, re-fetch (a gap), or ignore it (already seen). */
+export class SeqTracker {
+  last: number | null = null;
+
+  /** Forget the position (after a reconnect: the next seq seen is the new baseline). */
+  reset(): void {
+    this.last = null;
+  }
+
+  next(seq: number): 'apply' | 'gap' | 'old' {
+    if (this.last !== null && seq <= this.last) return 'old';
+    const gap = this.last !== null && seq > this.last + 1;
+    this.last = seq;
+    return gap ? 'gap' : 'apply';
+  }
+}
+
+/** The parts of a WebSocket the client uses (the browser's, Node's global, or `ws`). */
+export interface WebSocketLike {
+  readonly readyState: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code?: number; reason?: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+}
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+export type RefetchResult = Row[] | { data: Row[] | null; error: unknown } | null | undefined;
+
+export interface LiveOptions {
+  /** Loads the whole result (for example `() => client.from('todos').select()`). */
+  refetch?: () => PromiseLike<RefetchResult> | RefetchResult;
+  /** Reconnect delays: from `minDelayMs` doubling up to `maxDelayMs` (with jitter). */
+  minDelayMs?: number;
+  maxDelayMs?: number;
+  /** Another WebSocket implementation (default: the global one). */
+  WebSocket?: WebSocketConstructor;
+}
+
+export type LiveStatus = 'connecting' | 'subscribed' | 'closed';
+export type PresenceMap = Record<string, Record<string, unknown>>;
+
+export interface LiveEvents {
+  change: (rows: Row[]) => void;
+  broadcast: (payload: unknown, from: string) => void;
+  presence: (presence: PresenceMap) => void;
+  status: (status: LiveStatus) => void;
+  error: (error: Error) => void;
+}
+
+export interface LiveDeps {
+  url: string;
+  fetch: Fetch;
+  anonKey: string;
+  /** The session's access token, or null when signed out (the anon key is sent then). */
+  getToken: () => Promise<string | null>;
+}
+
+const OPEN = 1;
+
+export class LiveQuery {
+  readonly queryId: string;
+  private readonly deps: LiveDeps;
+  private readonly opts: LiveOptions;
+  private readonly set = new ResultSet();
+  private readonly seq = new SeqTracker();
+  private readonly listeners: { [K in keyof LiveEvents]: Set<LiveEvents[K]> } = {
+    change: new Set(),
+    broadcast: new Set(),
+    presence: new Set(),
+    status: new Set(),
+    error: new Set(),
+  };
+  private ws: WebSocketLike | null = null;
+  private closed = false;
+  private attempt = 0;
+  private reconnectTimer: ReturnType<typeof setTimeout> | null = null;
+  private fetching: Promise<void> | null = null;
+  private fetchAgain = false;
+  private pending: Delta[] = [];
+  private tracked: Record<string, unknown> | null = null;
+  private presenceMap: PresenceMap = {};
+  private presenceTouched = new Set<string>();
+  private _status: LiveStatus = 'connecting';
+  private _clientId: string | null = null;
+  /** How many times `refetch` ran (initial load, gaps, overflows, invalidations). */
+  refetches = 0;
+
+  constructor(queryId: string, deps: LiveDeps, opts: LiveOptions = {}) {
+    this.queryId = queryId;
+    this.deps = deps;
+    this.opts = opts;
+    void this.connect();
+  }
+
+  get rows(): Row[] {
+    return this.set.rows;
+  }
+  get clientId(): string | null {
+    return this._clientId;
+  }
+  get status(): LiveStatus {
+    return this._status;
+  }
+  get presence(): PresenceMap {
+    return { ...this.presenceMap };
+  }
+
+  on<K extends keyof LiveEvents>(event: K, cb: LiveEvents[K]): () => void {
+    this.listeners[event].add(cb);
+    return () => {
+      this.listeners[event].delete(cb);
+    };
+  }
+
+  private emit<K extends keyof LiveEvents>(event: K, ...args: Parameters<LiveEvents[K]>): void {
+    for (const cb of [...this.listeners[event]]) {
+      try {
+        (cb as (...a: unknown[]) => void)(...args);
+      } catch {
+        /* a listener's failure is its own */
+      }
+    }
+  }
+
+  private setStatus(s: LiveStatus): void {
+    if (this._status === s) return;
+    this._status = s;
+    this.emit('status', s);
+  }
+
+  private socketUrl(token: string): string {
+    const u = new URL(`${this.deps.url}/ws/${encodeURIComponent(this.queryId)}`);
+    u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+    u.searchParams.set('token', token);
+    return u.toString();
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed) return;
+    this.setStatus('connecting');
+    let token: string;
+    try {
+      token = (await this.deps.getToken()) ?? this.deps.anonKey;
+    } catch {
+      token = this.deps.anonKey;
+    }
+    if (this.closed) return;
+    const WS = this.opts.WebSocket ?? (globalThis as unknown as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (!WS) {
+      this.emit('error', new PlinthError('no WebSocket implementation: pass options.WebSocket', 0));
+      return;
+    }
+    let ws: WebSocketLike;
+    try {
+      ws = new WS(this.socketUrl(token));
+    } catch (e) {
+      this.emit('error', networkError(e));
+      this.scheduleReconnect();
+      return;
+    }
+    this.ws = ws;
+    ws.onmessage = (ev) => {
+      if (this.ws !== ws) return;
+      let msg: Record<string, unknown>;
+      try {
+        msg = JSON.parse(String(ev.data)) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      this.handle(msg, token);
+    };
+    ws.onerror = () => {
+      /* onclose follows */
+    };
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this._clientId = null;
+      if (this.closed) return;
+      if (this._status !== 'subscribed') this.emit('error', new PlinthError(`live query ${this.queryId}: connection failed`, 0));
+      else this.emit('error', new PlinthError(`live query ${this.queryId}: connection lost (${ev.code ?? 0})`, 0));
+      this.setStatus('connecting');
+      this.scheduleReconnect();
+    };
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed || this.reconnectTimer) return;
+    const min = this.opts.minDelayMs ?? 500;
+    const max = this.opts.maxDelayMs ?? 30_000;
+    const base = Math.min(max, min * 2 ** this.attempt);
+    this.attempt++;
+    const delay = base / 2 + Math.random() * (base / 2);
+    const t = setTimeout(() => {
+      this.reconnectTimer = null;
+      void this.connect();
+    }, delay);
+    (t as { unref?: () => void }).unref?.();
+    this.reconnectTimer = t;
+  }
+
+  /** Drop the connection and connect again at once (new identity after sign-in or sign-out). */
+  reconnect(): void {
+    if (this.closed) return;
+    const ws = this.ws;
+    this.ws = null;
+    this._clientId = null;
+    if (ws) ws.close(1000, 'reconnect');
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = null;
+    this.attempt = 0;
+    void this.connect();
+  }
+
+  private handle(msg: Record<string, unknown>, token: string): void {
+    const type = msg.type;
+    if (type === 'subscribed') {
+      this._clientId = typeof msg.client_id === 'string' ? msg.client_id : null;
+      this.attempt = 0;
+      this.seq.reset();
+      this.presenceMap = {};
+      this.presenceTouched = new Set();
+      this.setStatus('subscribed');
+      if (this.tracked) this.send({ type: 'presence', state: this.tracked });
+      void this.loadPresence(token);
+      void this.refetch();
+      return;
+    }
+    if (type === undefined && typeof msg.seq === 'number') {
+      this.onDelta(msg as unknown as Delta);
+      return;
+    }
+    if (type === 'invalidated' || type === 'overflow') {
+      if (typeof msg.seq === 'number') this.seq.next(msg.seq);
+      if (type === 'overflow') {
+        this.set.replace([]);
+      }
+      void this.refetch();
+      return;
+    }
+    if (type === 'broadcast') {
+      this.emit('broadcast', msg.payload, String(msg.from ?? ''));
+      return;
+    }
+    if (type === 'presence_join' || type === 'presence_state' || type === 'presence_leave') {
+      const id = String(msg.client_id ?? '');
+      this.presenceTouched.add(id);
+      if (type === 'presence_leave') delete this.presenceMap[id];
+      else this.presenceMap[id] = (msg.state ?? {}) as Record<string, unknown>;
+      this.emit('presence', this.presence);
+    }
+  }
+
+  private onDelta(d: Delta): void {
+    const what = this.seq.next(d.seq);
+    if (what === 'old') return;
+    if (what === 'gap') {
+      void this.refetch();
+      return;
+    }
+    if (this.fetching) {
+      this.pending.push(d);
+      return;
+    }
+    this.set.apply(d);
+    this.emit('change', this.rows);
+  }
+
+  /** The presence map the channel had before this connection joined. */
+  private async loadPresence(token: string): Promise<void> {
+    try {
+      const res = await this.deps.fetch(`${this.deps.url}/ws/_presence/${encodeURIComponent(this.queryId)}`, {
+        headers: { apikey: this.deps.anonKey, authorization: `Bearer ${token}` },
+      });
+      if (!res.ok) return;
+      const map = (await res.json()) as PresenceMap;
+      let changed = false;
+      for (const [id, state] of Object.entries(map ?? {})) {
+        if (this.presenceTouched.has(id)) continue;
+        this.presenceMap[id] = state;
+        changed = true;
+      }
+      if (changed) this.emit('presence', this.presence);
+    } catch {
+      /* presence stays what the stream says */
+    }
+  }
+
+  /** Load the whole result again through the caller's `refetch` and replace the rows. */
+  refetch(): Promise<void> {
+    const load = this.opts.refetch;
+    if (!load) return Promise.resolve();
+    if (this.fetching) {
+      this.fetchAgain = true;
+      return this.fetching;
+    }
+    const run = async () => {
+      do {
+        this.fetchAgain = false;
+        this.pending = [];
+        this.refetches++;
+        let rows: Row[] | null = null;
+        try {
+          const r = await load();
+          if (Array.isArray(r)) rows = r;
+          else if (r && typeof r === 'object') {
+            if (r.error) throw r.error;
+            rows = r.data ?? [];
+          } else rows = [];
+        } catch (e) {
+          this.emit('error', e instanceof Error ? e : new PlinthError(String((e as { message?: string })?.message ?? e), 0));
+        }
+        if (rows) {
+          this.set.replace(rows);
+          for (const d of this.pending) this.set.apply(d, true);
+        }
+        this.pending = [];
+      } while (this.fetchAgain && !this.closed);
+    };
+    const p = run().finally(() => {
+      this.fetching = null;
+      if (!this.closed) this.emit('change', this.rows);
+    });
+    this.fetching = p;
+    return p;
+  }
+
+  private send(msg: unknown): boolean {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== OPEN || this._status !== 'subscribed') return false;
+    ws.send(JSON.stringify(msg));
+    return true;
+  }
+
+  /** Send to every client of the channel (this one included); false when not connected. */
+  broadcast(payload: unknown): boolean {
+    return this.send({ type: 'broadcast', payload });
+  }
+
+  /** Set this client's presence state; it is sent again after every reconnect. */
+  track(state: Record<string, unknown>): boolean {
+    this.tracked = state;
+    return this.send({ type: 'presence', state });
+  }
+
+  /** Close for good. */
+  close(): void {
+    this.closed = true;
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = null;
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) ws.close(1000, 'closed');
+    this.setStatus('closed');
+  }
+}

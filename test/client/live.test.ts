@@ -1,0 +1,239 @@
+/**
+ * The live result set in Node (issue 16 §6): ResultSet and SeqTracker, then LiveQuery over
+ * a real WebSocket against a scripted server on loopback (fastify + @fastify/websocket)
+ * speaking interface §6.2: deltas applied, duplicates ignored, a seq gap / overflow /
+ * invalidated → refetch, deltas arriving during a refetch, broadcast and presence frames,
+ * reconnect with backoff and a fresh token, close. The real service is driven in
+ * browser-live.test.ts.
+ */
+import t from 'tap';
+import Fastify from 'fastify';
+import websocket from '@fastify/websocket';
+import { LiveQuery, ResultSet, SeqTracker, type Row } from '../../src/client/index.ts';
+
+async function waitFor(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+t.test('ResultSet: whole-row multiset semantics', async (t) => {
+  const s = new ResultSet();
+  s.replace([{ id: 1, t: 'a' }]);
+  s.apply({ inserted: [{ id: 2, t: 'b' }] });
+  t.same(s.rows, [{ id: 1, t: 'a' }, { id: 2, t: 'b' }]);
+  s.apply({ deleted: [{ t: 'a', id: 1 }], inserted: [{ id: 1, t: 'A' }] });
+  t.same(s.rows, [{ id: 2, t: 'b' }, { id: 1, t: 'A' }], 'rows compare whole, key order aside');
+  s.apply({ deleted: [{ id: 9, t: 'z' }] });
+  t.equal(s.rows.length, 2, 'deleting an absent row changes nothing');
+  s.apply({ inserted: [{ id: 2, t: 'b' }] });
+  t.equal(s.rows.length, 3, 'a duplicate row is a second row');
+  s.apply({ deleted: [{ id: 2, t: 'b' }] });
+  t.same(s.rows, [{ id: 1, t: 'A' }, { id: 2, t: 'b' }], 'one delete removes one copy');
+  s.apply({ inserted: [{ id: 2, t: 'b' }, { id: 3, t: 'c' }] }, true);
+  t.same(s.rows, [{ id: 1, t: 'A' }, { id: 2, t: 'b' }, { id: 3, t: 'c' }], 'idempotent: a row already there is not added again');
+  s.apply({ inserted: [{ id: 4, j: { b: 1, a: [1, { y: 2, x: 1 }] } }] });
+  s.apply({ deleted: [{ j: { a: [1, { x: 1, y: 2 }], b: 1 }, id: 4 }] });
+  t.equal(s.rows.length, 3, 'nested objects compare whole too');
+});
+
+t.test('SeqTracker: baseline, order, gaps, duplicates', async (t) => {
+  const q = new SeqTracker();
+  t.equal(q.next(7), 'apply', 'the first seq seen is the baseline');
+  t.equal(q.next(8), 'apply');
+  t.equal(q.next(8), 'old');
+  t.equal(q.next(3), 'old');
+  t.equal(q.next(10), 'gap');
+  t.equal(q.next(11), 'apply');
+  q.reset();
+  t.equal(q.next(1), 'apply', 'after a reset any seq is the new baseline');
+});
+
+interface ServerSocket {
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  terminate(): void;
+  on(event: 'message', cb: (m: Buffer) => void): void;
+}
+
+interface Conn {
+  socket: ServerSocket;
+  token: string;
+  frames: any[];
+}
+
+async function scriptedServer(t: { teardown(fn: () => unknown): void }) {
+  const app = Fastify();
+  await app.register(websocket);
+  const conns: Conn[] = [];
+  const presenceCalls: Record<string, string | undefined>[] = [];
+  let refuse = false;
+  let attempts = 0;
+  app.get('/ws/_presence/:channel', async (req) => {
+    presenceCalls.push({ authorization: req.headers.authorization, apikey: req.headers.apikey as string | undefined });
+    return { earlier: { name: 'already here' } };
+  });
+  app.get('/ws/:id', { websocket: true }, (socket, req) => {
+    attempts++;
+    const token = (req.query as { token?: string }).token ?? '';
+    const conn: Conn = { socket: socket as unknown as ServerSocket, token, frames: [] };
+    if (refuse) {
+      socket.close(1011, 'refused');
+      return;
+    }
+    conns.push(conn);
+    socket.on('message', (m: Buffer) => conn.frames.push(JSON.parse(m.toString())));
+    socket.send(JSON.stringify({ type: 'subscribed', query_id: (req.params as { id: string }).id, client_id: `client-${conns.length}` }));
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  t.teardown(() => app.close());
+  const addr = app.server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${addr.port}`,
+    conns,
+    presenceCalls,
+    get attempts() {
+      return attempts;
+    },
+    set refuse(v: boolean) {
+      refuse = v;
+    },
+    send(msg: unknown, i = conns.length - 1) {
+      conns[i].socket.send(JSON.stringify(msg));
+    },
+  };
+}
+
+t.test('LiveQuery over a real WebSocket', async (t) => {
+  const srv = await scriptedServer(t);
+  let table: Row[] = [{ id: 1, title: 'one' }];
+  let tokens = 0;
+  let gate: Promise<void> | null = null;
+  const q = new LiveQuery(
+    'todos',
+    { url: srv.url, fetch: (i, init) => fetch(i, init), anonKey: 'ANON', getToken: async () => `token-${++tokens}` },
+    {
+      minDelayMs: 10,
+      maxDelayMs: 40,
+      refetch: async () => {
+        if (gate) await gate;
+        return { data: table.map((r) => ({ ...r })), error: null };
+      },
+    },
+  );
+  t.teardown(() => q.close());
+  const changes: Row[][] = [];
+  const statuses: string[] = [];
+  const presences: Record<string, unknown>[] = [];
+  const broadcasts: unknown[] = [];
+  q.on('change', (rows) => changes.push(rows));
+  q.on('status', (s) => statuses.push(s));
+  q.on('presence', (p) => presences.push(p));
+  q.on('broadcast', (payload, from) => broadcasts.push({ payload, from }));
+
+  await waitFor(() => q.status === 'subscribed' && q.refetches === 1 && changes.length === 1, 'subscribed and loaded');
+  t.equal(srv.conns[0].token, 'token-1', 'connected with the session token');
+  t.equal(q.clientId, 'client-1');
+  t.same(q.rows, [{ id: 1, title: 'one' }], 'initial rows from refetch');
+  await waitFor(() => srv.presenceCalls.length === 1 && q.presence.earlier !== undefined, 'presence loaded');
+  t.same(srv.presenceCalls[0], { authorization: 'Bearer token-1', apikey: 'ANON' });
+
+  // Deltas.
+  table = [...table, { id: 2, title: 'two' }];
+  srv.send({ query_id: 'todos', seq: 1, inserted: [{ id: 2, title: 'two' }], deleted: [] });
+  await waitFor(() => q.rows.length === 2, 'delta 1');
+  table = [{ id: 1, title: 'ONE' }, { id: 2, title: 'two' }];
+  srv.send({ query_id: 'todos', seq: 2, inserted: [{ id: 1, title: 'ONE' }], deleted: [{ title: 'one', id: 1 }] });
+  await waitFor(() => q.rows.some((r) => r.title === 'ONE'), 'delta 2');
+  t.same(q.rows, [{ id: 2, title: 'two' }, { id: 1, title: 'ONE' }]);
+  srv.send({ query_id: 'todos', seq: 2, inserted: [{ id: 99, title: 'replayed' }], deleted: [] });
+  srv.send({ query_id: 'todos', seq: 3, inserted: [{ id: 3, title: 'three' }], deleted: [] });
+  table = [...table, { id: 3, title: 'three' }];
+  await waitFor(() => q.rows.length === 3, 'delta 3');
+  t.notOk(q.rows.some((r) => r.id === 99), 'a repeated seq is ignored');
+  t.equal(q.refetches, 1, 'no refetch so far');
+
+  // A gap: seq 4 never arrives.
+  table = [...table, { id: 4, title: 'four' }, { id: 5, title: 'five' }];
+  srv.send({ query_id: 'todos', seq: 5, inserted: [{ id: 5, title: 'five' }], deleted: [] });
+  await waitFor(() => q.refetches === 2 && q.rows.length === 5, 'gap refetch');
+  t.same(q.rows.map((r) => r.id), [1, 2, 3, 4, 5], 'rows replaced by the refetch');
+
+  // overflow clears and refetches; invalidated refetches.
+  table = [{ id: 7, title: 'seven' }];
+  srv.send({ type: 'overflow', query_id: 'todos', seq: 6, fetch: true });
+  await waitFor(() => q.refetches === 3 && q.rows.length === 1, 'overflow refetch');
+  t.same(q.rows, [{ id: 7, title: 'seven' }]);
+  table = [{ id: 7, title: 'seven' }, { id: 8, title: 'eight' }];
+  srv.send({ type: 'invalidated', query_id: 'todos', seq: 7 });
+  await waitFor(() => q.refetches === 4 && q.rows.length === 2, 'invalidated refetch');
+
+  // A delta that arrives while a refetch runs is applied on top of its result, once.
+  let open!: () => void;
+  gate = new Promise((r) => (open = r));
+  srv.send({ type: 'invalidated', query_id: 'todos', seq: 8 });
+  await waitFor(() => q.refetches === 5, 'refetch started');
+  srv.send({ query_id: 'todos', seq: 9, inserted: [{ id: 9, title: 'during' }], deleted: [{ id: 7, title: 'seven' }] });
+  srv.send({ query_id: 'todos', seq: 10, inserted: [{ id: 8, title: 'eight' }], deleted: [] });
+  await new Promise((r) => setTimeout(r, 50));
+  gate = null;
+  open();
+  await waitFor(() => q.rows.some((r) => r.id === 9), 'pending delta applied');
+  t.same(q.rows, [{ id: 8, title: 'eight' }, { id: 9, title: 'during' }], 'seq 9 applied; seq 10 (already in the fetched rows) not doubled');
+
+  // Broadcast and presence.
+  t.equal(q.broadcast({ hi: 1 }), true);
+  t.equal(q.track({ name: 'me' }), true);
+  await waitFor(() => srv.conns[0].frames.length === 2, 'client frames');
+  t.same(srv.conns[0].frames, [{ type: 'broadcast', payload: { hi: 1 } }, { type: 'presence', state: { name: 'me' } }]);
+  srv.send({ type: 'broadcast', from: 'client-x', payload: { yo: true } });
+  srv.send({ type: 'presence_join', channel: 'todos', client_id: 'client-x', state: { name: 'x' } });
+  srv.send({ type: 'presence_state', channel: 'todos', client_id: 'client-x', state: { name: 'x2' } });
+  srv.send({ type: 'presence_leave', channel: 'todos', client_id: 'earlier' });
+  await waitFor(() => broadcasts.length === 1 && q.presence['client-x']?.name === 'x2' && !q.presence.earlier, 'broadcast and presence');
+  t.same(broadcasts, [{ payload: { yo: true }, from: 'client-x' }]);
+  t.same(q.presence, { 'client-x': { name: 'x2' } });
+
+  // The server drops the connection: reconnect with a fresh token, re-announce presence, refetch.
+  const before = q.refetches;
+  table = [{ id: 20, title: 'after reconnect' }];
+  srv.conns[0].socket.terminate();
+  await waitFor(() => srv.conns.length === 2 && q.status === 'subscribed' && q.refetches === before + 1 && q.rows.length === 1, 'reconnected');
+  t.equal(srv.conns[1].token, 'token-2', 'a fresh token');
+  t.equal(q.clientId, 'client-2');
+  t.same(q.rows, [{ id: 20, title: 'after reconnect' }]);
+  await waitFor(() => srv.conns[1].frames.length === 1, 'presence re-sent');
+  t.same(srv.conns[1].frames, [{ type: 'presence', state: { name: 'me' } }]);
+  srv.send({ query_id: 'todos', seq: 1, inserted: [{ id: 21, title: 'new numbering' }], deleted: [] });
+  await waitFor(() => q.rows.length === 2, 'delta after reconnect');
+  t.equal(q.refetches, before + 1, 'the seq baseline was reset: no gap');
+  t.ok(statuses.includes('connecting'));
+
+  q.close();
+  t.equal(q.status, 'closed');
+  t.equal(q.broadcast('x'), false, 'closed: nothing sent');
+  const attempts = srv.attempts;
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(srv.attempts, attempts, 'no reconnect after close');
+});
+
+t.test('refused connections are retried with backoff until closed', async (t) => {
+  const srv = await scriptedServer(t);
+  srv.refuse = true;
+  const errors: string[] = [];
+  const q = new LiveQuery(
+    'nope',
+    { url: srv.url, fetch: (i, init) => fetch(i, init), anonKey: 'ANON', getToken: async () => null },
+    { minDelayMs: 5, maxDelayMs: 20 },
+  );
+  q.on('error', (e) => errors.push(e.message));
+  await waitFor(() => srv.attempts >= 3, 'three attempts');
+  t.ok(errors.length >= 2);
+  t.match(errors[0], /live query nope: connection/);
+  srv.refuse = false;
+  await waitFor(() => q.status === 'subscribed', 'subscribed once the server accepts');
+  t.equal(srv.conns[0].token, 'ANON', 'signed out: the anon key is the token');
+  q.close();
+});
