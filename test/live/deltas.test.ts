@@ -1,0 +1,47 @@
+/**
+ * Live queries end to end: registration in SQL, deltas, invalidations and overflows on the
+ * socket, in order, with seq (contract §5, interface §6.2, §8).
+ */
+import t from 'tap';
+import { startApp } from '../helpers/app.ts';
+import { open, refused } from './helpers.ts';
+
+t.test('deltas, notify mode, overflow, unsubscribe', async (t) => {
+  const app = await startApp(t);
+  const sql = app.db.sql;
+  await sql.unsafe(`create table public.todos (id int primary key, title text, done boolean default false);
+    insert into public.todos values (1, 'a', false), (2, 'b', true);
+    select live.subscribe('open_todos', 'select id, title from todos where not done');
+    select live.subscribe('todo_count', 'select count(*) as n from todos', 'notify');`);
+  const key = { token: app.anonKey };
+
+  const c = await open(app, '/ws/open_todos', { query: key });
+  const sub = await c.next();
+  t.equal(sub.type, 'subscribed');
+  t.equal(sub.query_id, 'open_todos');
+  t.match(sub.client_id, /^[0-9a-f-]{36}$/, 'a client_id');
+
+  const n = await open(app, '/ws/todo_count', { query: key });
+  await n.next((m) => m.type === 'subscribed');
+
+  await sql`insert into public.todos values (3, 'c', false)`;
+  t.same(await c.next(), { query_id: 'open_todos', seq: 1, inserted: [{ id: 3, title: 'c' }], deleted: [] }, 'insert → delta seq 1');
+  t.same(await n.next(), { type: 'invalidated', query_id: 'todo_count', seq: 1 }, 'notify mode → invalidated');
+
+  await sql`update public.todos set title = 'C' where id = 3`;
+  t.same(await c.next(), { query_id: 'open_todos', seq: 2, inserted: [{ id: 3, title: 'C' }], deleted: [{ id: 3, title: 'c' }] }, 'update → deleted old + inserted new');
+
+  await sql`update public.todos set done = true where id = 2`; // leaves the result unchanged
+  await sql`delete from public.todos where id = 1`;
+  t.same(await c.next(), { query_id: 'open_todos', seq: 3, inserted: [], deleted: [{ id: 1, title: 'a' }] }, 'an unrelated change used no seq');
+  t.same(await n.next(), { type: 'invalidated', query_id: 'todo_count', seq: 2 }, 'count unchanged by the update: silent');
+
+  await sql`insert into public.todos select g, repeat('x', 100), false from generate_series(10, 200) g`;
+  t.same(await c.next(), { type: 'overflow', query_id: 'open_todos', seq: 4, fetch: true }, 'too large a delta → overflow');
+
+  await sql`select live.unsubscribe('todo_count')`;
+  t.equal((await n.closed).code, 1000, 'unsubscribe closes the subscription\'s sockets');
+  const r = await refused(app, '/ws/todo_count', { query: key });
+  t.same(r, { status: 404, body: { error: 'subscription not found' } });
+  c.close();
+});
