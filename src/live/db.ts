@@ -15,7 +15,7 @@ export async function configure(sql: Sql, channel: string): Promise<void> {
 }
 
 export async function access(sql: Sql, queryId: string, claims: string): Promise<Access> {
-  const [row]: [Access?] = await sql`select registered, bound, allowed from live_private.access(${queryId}, ${claims}::jsonb)`;
+  const [row]: [Access?] = await sql`select registered, bound, allowed from live_private.access(${queryId}, ${claims}::text::jsonb)`;
   return row ?? { registered: false, bound: false, allowed: true };
 }
 
@@ -25,7 +25,7 @@ export async function heartbeat(sql: Sql, instanceId: string, bcChannel: string,
 }
 
 export async function presenceSet(sql: Sql, instanceId: string, bcChannel: string, channel: string, clientId: string, state: string): Promise<void> {
-  await sql`select live_private.presence_set(${instanceId}, ${bcChannel}, ${channel}, ${clientId}, ${state}::jsonb)`;
+  await sql`select live_private.presence_set(${instanceId}, ${bcChannel}, ${channel}, ${clientId}, ${state}::text::jsonb)`;
 }
 
 export async function presenceLeave(sql: Sql, bcChannel: string, channel: string, clientId: string): Promise<void> {
@@ -39,7 +39,7 @@ export async function presenceList(sql: Sql, channel: string, ttl: number): Prom
 }
 
 export async function broadcast(sql: Sql, bcChannel: string, channel: string, clientId: string, payload: string): Promise<void> {
-  await sql`select live_private.broadcast(${bcChannel}, ${channel}, ${clientId}, ${payload}::jsonb)`;
+  await sql`select live_private.broadcast(${bcChannel}, ${channel}, ${clientId}, ${payload}::text::jsonb)`;
 }
 
 export async function instanceStop(sql: Sql, instanceId: string, bcChannel: string): Promise<void> {
