@@ -193,6 +193,7 @@ function emptyRow(s: Scenario): Row {
 
 async function runScenario(s: Scenario, ctx: Ctx): Promise<Row> {
   const row: Row = emptyRow(s);
+  if (s.run) return { ...row, ...(await s.run({ serviceUrl: ctx.serviceUrl, dbUrl: db!.url, anonKey: ctx.env.anonKey, quick: args.quick })) };
 
   const conns = s.connections ?? CONNECTIONS;
   // In-flight requests abandoned at the end of a slice must not spill into the next one.
@@ -380,6 +381,7 @@ async function main(): Promise<number> {
     MIGRATE_ON_START: 'false',
     DB_POOL_SIZE: POOL,
     DATABASE_URL: db.url,
+    WS_MAX_CONNECTIONS_PER_IP: '5000',
   });
   const profArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
   // --expose-gc only lets the driver ask for a full GC at the end (what the heap retains).

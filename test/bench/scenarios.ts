@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { RequestSpec, Traffic } from './load.ts';
+import { LIVE_SCENARIOS } from './live.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -33,6 +34,26 @@ export interface Scenario {
   baseline(env: Env): Traffic | 'argon2';
   /** Needs the auth area (sign-up users, refresh tokens). */
   needsAuth?: boolean;
+  /** A scenario that measures itself (WebSockets, SQL): `service` and `baseline` are then unused. */
+  run?(c: CustomContext): Promise<CustomResult>;
+}
+
+export interface CustomContext {
+  serviceUrl: string;
+  dbUrl: string;
+  anonKey: string;
+  quick: boolean;
+}
+
+export interface CustomResult {
+  status: 'PASS' | 'MISS' | 'INFO' | 'ERROR';
+  rps?: number | null;
+  baseline_rps?: number | null;
+  ratio?: number | null;
+  p50_ms?: number | null;
+  p99_ms?: number | null;
+  baseline?: string;
+  note?: string;
 }
 
 /**
@@ -209,6 +230,7 @@ export const SCENARIOS: readonly Scenario[] = [
     service: health,
     baseline: health,
   },
+  ...LIVE_SCENARIOS,
 ];
 
 /**
@@ -216,4 +238,4 @@ export const SCENARIOS: readonly Scenario[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'rest-insert'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'rest-insert', 'live-latency', 'broadcast-fanout', 'live-write-cost'];
