@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { startApp } from '../helpers/app.ts';
-import { open, refused } from './helpers.ts';
+import { open, refused, waitFor } from './helpers.ts';
 
 t.test('deltas, notify mode, overflow, unsubscribe', async (t) => {
   const app = await startApp(t);
@@ -43,5 +43,29 @@ t.test('deltas, notify mode, overflow, unsubscribe', async (t) => {
   t.equal((await n.closed).code, 1000, 'unsubscribe closes the subscription\'s sockets');
   const r = await refused(app, '/ws/todo_count', { query: key });
   t.same(r, { status: 404, body: { error: 'subscription not found' } });
+  c.close();
+});
+
+t.test("the query runs with the registering role's rights: subscribers' RLS is not applied", async (t) => {
+  const app = await startApp(t);
+  const sql = app.db.sql;
+  await sql.unsafe(`create table public.secrets (id int primary key, owner text);
+    alter table public.secrets enable row level security;
+    create policy mine on public.secrets for select to anon, authenticated using (owner = 'nobody');
+    create policy ins on public.secrets for insert to anon with check (true);
+    grant select, insert on public.secrets to anon;
+    select live.subscribe('secrets', 'select id, owner from secrets');`);
+  await sql`insert into public.secrets values (0, 'zoe')`;
+  // The REST catalog reloads on the DDL notification: wait for the table to appear.
+  const rest = await waitFor(async () => {
+    const r = await app.call('GET', '/rest/v1/secrets', { apikey: app.anonKey });
+    return r.status === 200 ? r : null;
+  });
+  t.same(rest.body, [], 'RLS hides the rows from anon over REST');
+  const c = await open(app, '/ws/secrets', { query: { apikey: app.anonKey } });
+  await c.next();
+  const ins = await app.call('POST', '/rest/v1/secrets', { apikey: app.anonKey, body: { id: 1, owner: 'ann' }, headers: { prefer: 'return=minimal' } });
+  t.equal(ins.status, 201, 'anon inserts (it needs no rights on live_private)');
+  t.same(await c.next((m) => m.inserted?.[0]?.id === 1), { query_id: 'secrets', seq: 2, inserted: [{ id: 1, owner: 'ann' }], deleted: [] }, 'the anon subscriber still gets the row: audience is the only per-client filter');
   c.close();
 });
