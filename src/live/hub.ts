@@ -7,7 +7,12 @@ import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
 
 /** A client whose unsent data passes this is too slow: it is closed, the others go on. */
-export const MAX_BUFFERED_BYTES = 1 << 20;
+export const MAX_BUFFERED_BYTES = 4 << 20;
+
+/** The socket under a `ws` WebSocket: cork/uncork make the frames of one tick one write. */
+function socketOf(ws: WebSocket): { cork(): void; uncork(): void } | undefined {
+  return (ws as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+}
 
 export interface Client {
   id: string;
@@ -22,6 +27,8 @@ export interface Client {
 
 export class Hub {
   readonly channels = new Map<string, Set<Client>>();
+  /** Clients whose socket is corked until the end of this tick. */
+  private corked = new Set<Client>();
   private readonly perIp = new Map<string, number>();
   total = 0;
   private readonly maxTotal: number;
@@ -80,12 +87,30 @@ export class Hub {
     ws.send(data, { binary: false });
   }
 
-  /** Send the same text to every client of a channel (encoded once). */
+  /**
+   * Send the same text to every client of a channel (encoded once). Notifications come in
+   * bursts (one read of the LISTEN connection carries many): each client's socket stays
+   * corked until the end of the tick, so a burst costs one write per client, not one per
+   * message.
+   */
   fanout(channel: string, text: string): void {
     const set = this.channels.get(channel);
     if (!set || set.size === 0) return;
     const data = Buffer.from(text);
-    for (const c of set) this.send(c, data);
+    if (this.corked.size === 0) setImmediate(() => this.uncorkAll());
+    for (const c of set) {
+      if (!this.corked.has(c)) {
+        socketOf(c.ws)?.cork();
+        this.corked.add(c);
+      }
+      this.send(c, data);
+    }
+  }
+
+  private uncorkAll(): void {
+    const clients = this.corked;
+    this.corked = new Set();
+    for (const c of clients) socketOf(c.ws)?.uncork();
   }
 
   all(): Client[] {

@@ -61,7 +61,7 @@ t.test("the query runs with the registering role's rights: subscribers' RLS is n
     const r = await app.call('GET', '/rest/v1/secrets', { apikey: app.anonKey });
     return r.status === 200 ? r : null;
   });
-  t.same(rest.body, [], 'RLS hides the rows from anon over REST');
+  t.same(rest!.body, [], 'RLS hides the rows from anon over REST');
   const c = await open(app, '/ws/secrets', { query: { apikey: app.anonKey } });
   await c.next();
   const ins = await app.call('POST', '/rest/v1/secrets', { apikey: app.anonKey, body: { id: 1, owner: 'ann' }, headers: { prefer: 'return=minimal' } });
