@@ -222,9 +222,13 @@ export class LiveService {
   async admit(req: FastifyRequest, channel: string, upgrade: boolean): Promise<Credential> {
     if (!this.originAllowed(req)) throw LIVE_ERRORS.origin();
     if (upgrade) {
-      const full = this.hub.full(clientIp(req, this.deps.config.trustProxy));
+      const ip = clientIp(req, this.deps.config.trustProxy);
+      const full = this.hub.full(ip);
       if (full === 'total') throw LIVE_ERRORS.total();
       if (full === 'ip') throw LIVE_ERRORS.perIp();
+      // Counted from here (so concurrent upgrades cannot pass the caps while this one is
+      // checked) until the underlying socket closes: after a refusal that is at once.
+      req.raw.socket.once('close', this.hub.reserve(ip));
     }
     const cred = await this.credential(req);
     const real = cred.role === 'authenticated' || cred.role === 'service_role';
@@ -346,9 +350,6 @@ export const liveArea: Area = {
       preValidation: async (req) => {
         await svc.admit(req, req.params.query_id, req.ws);
         if (!req.ws) throw LIVE_ERRORS.upgradeRequired();
-        // Counted until the underlying socket closes (whether or not the upgrade completes).
-        const release = svc.hub.reserve(clientIp(req, deps.config.trustProxy));
-        req.raw.socket.once('close', release);
       },
       handler: async () => {
         throw LIVE_ERRORS.upgradeRequired();
