@@ -76,6 +76,7 @@ export class LiveService {
   private configured = false;
   private closed = false;
   private unlisten: Array<() => Promise<void>> = [];
+  private pendingLeaves: Array<() => Promise<void>> = [];
 
   constructor(deps: Deps) {
     this.deps = deps;
@@ -180,6 +181,10 @@ export class LiveService {
     if (this.closed) return;
     await this.ensureConfigured();
     try {
+      while (this.pendingLeaves.length > 0) {
+        await this.pendingLeaves[0]();
+        this.pendingLeaves.shift();
+      }
       const fresh = await q.heartbeat(this.sql, this.instanceId, this.bcChannel, INSTANCE_TTL);
       if (fresh) {
         // First beat, or this instance had been declared dead: announce its clients again.
@@ -271,7 +276,12 @@ export class LiveService {
       this.hub.remove(client);
       if (client.state !== null) {
         client.state = null;
-        this.enqueue(client, () => q.presenceLeave(this.sql, this.bcChannel, channel, client.id));
+        // A leave that cannot reach the database (it is away) is retried by the heartbeat,
+        // so no client stays listed after it left.
+        const leave = () => q.presenceLeave(this.sql, this.bcChannel, channel, client.id);
+        client.queue = client.queue.then(leave).catch(() => {
+          this.pendingLeaves.push(leave);
+        });
       }
     });
     this.hub.send(client, JSON.stringify({ type: 'subscribed', query_id: channel, client_id: client.id }));

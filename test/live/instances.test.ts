@@ -88,3 +88,27 @@ t.test('an instance that dies stops counting within a few seconds', async (t) =>
   ca.close();
   cb.close();
 });
+
+t.test('a client that leaves while the database is away is not listed once it is back', async (t) => {
+  const owner = await startApp(t, { worker: false });
+  await owner.db.sql.unsafe(`create table public.g (id int); select live.subscribe('ghosts', 'select id from g');`);
+  const u = new URL(owner.db.url);
+  const proxy = await startProxy(u.hostname, Number(u.port));
+  t.teardown(() => proxy.close());
+  u.port = String(proxy.port);
+  const app = await startApp(t, { db: owner.db, databaseUrl: u.toString(), worker: false });
+  const watcher = await open(owner, '/ws/ghosts', { query: { apikey: owner.anonKey } });
+  await watcher.next();
+  const c = await open(app, '/ws/ghosts', { query: { apikey: app.anonKey } });
+  const id = (await c.next()).client_id;
+  c.send({ type: 'presence', state: { x: 1 } });
+  await watcher.next((m) => m.type === 'presence_join' && m.client_id === id);
+  proxy.cut();
+  c.close();
+  await c.closed;
+  await new Promise((r) => setTimeout(r, 500));
+  proxy.restore();
+  t.same(await watcher.next((m) => m.type === 'presence_leave', 15000), { type: 'presence_leave', channel: 'ghosts', client_id: id }, 'its leave is announced once the database is back');
+  t.same((await owner.call('GET', `/ws/_presence/ghosts?apikey=${owner.anonKey}`)).body, {}, 'and it is no longer listed');
+  watcher.close();
+});
