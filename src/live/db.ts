@@ -42,6 +42,10 @@ export async function broadcast(sql: Sql, bcChannel: string, channel: string, cl
   await sql`select live_private.broadcast(${bcChannel}, ${channel}, ${clientId}, ${payload}::text::jsonb)`;
 }
 
+export async function broadcastMany(sql: Sql, bcChannel: string, channel: string, clientId: string, payloads: string[]): Promise<void> {
+  await sql`select live_private.broadcast_many(${bcChannel}, ${channel}, ${clientId}, ${payloads}::text[]::jsonb[])`;
+}
+
 export async function instanceStop(sql: Sql, instanceId: string, bcChannel: string): Promise<void> {
   await sql`select live_private.instance_stop(${instanceId}, ${bcChannel})`;
 }

@@ -23,6 +23,8 @@ export interface Client {
   state: string | null;
   /** The client's database work (broadcast, presence) in order. */
   queue: Promise<void>;
+  /** Broadcasts waiting at the tail of `queue`: later ones join them (one round trip). */
+  batch: string[] | null;
 }
 
 export class Hub {
@@ -62,7 +64,7 @@ export class Hub {
   }
 
   add(channel: string, ws: WebSocket): Client {
-    const client: Client = { id: randomUUID(), channel, ws, alive: true, state: null, queue: Promise.resolve() };
+    const client: Client = { id: randomUUID(), channel, ws, alive: true, state: null, queue: Promise.resolve(), batch: null };
     let set = this.channels.get(channel);
     if (!set) this.channels.set(channel, (set = new Set()));
     set.add(client);

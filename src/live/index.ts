@@ -31,6 +31,8 @@ export const INSTANCE_TTL = 5;
 const HEARTBEAT_MS = 1000;
 /** Largest client frame accepted (a broadcast must also fit a NOTIFY payload). */
 const MAX_FRAME_BYTES = 64 * 1024;
+/** Payload + channel bytes a broadcast may have: the NOTIFY envelope adds about 150. */
+const MAX_BROADCAST_BYTES = 7800;
 
 export const LIVE_ERRORS = {
   subscriptionNotFound: () => new AppError(404, 'subscription not found'),
@@ -267,7 +269,19 @@ export class LiveService {
       if (msg === null || typeof msg !== 'object') return;
       if (msg.type === 'broadcast' && 'payload' in msg) {
         const payload = JSON.stringify(msg.payload ?? null);
-        this.enqueue(client, () => q.broadcast(this.sql, this.bcChannel, channel, client.id, payload));
+        // What cannot fit a NOTIFY payload (8000 bytes with the envelope) is dropped here.
+        if (Buffer.byteLength(payload) + Buffer.byteLength(channel) > MAX_BROADCAST_BYTES) return;
+        if (client.batch !== null) {
+          client.batch.push(payload); // joins the broadcasts still waiting at the tail
+        } else {
+          const batch = (client.batch = [payload]);
+          this.enqueue(client, () => {
+            if (client.batch === batch) client.batch = null;
+            return batch.length === 1
+              ? q.broadcast(this.sql, this.bcChannel, channel, client.id, batch[0])
+              : q.broadcastMany(this.sql, this.bcChannel, channel, client.id, batch);
+          });
+        }
       } else if (msg.type === 'presence' && msg.state !== null && typeof msg.state === 'object' && !Array.isArray(msg.state)) {
         this.presence(client, JSON.stringify(msg.state));
       }
@@ -289,6 +303,7 @@ export class LiveService {
 
   private presence(client: Client, state: string): void {
     client.state = state;
+    client.batch = null; // later broadcasts go after this presence message
     this.enqueue(client, () => q.presenceSet(this.sql, this.instanceId, this.bcChannel, client.channel, client.id, state));
   }
 

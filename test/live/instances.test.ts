@@ -53,6 +53,11 @@ t.test('broadcast, presence and deltas across two instances', async (t) => {
   c1.send({ type: 'broadcast', payload: 'x'.repeat(9000) });
   c1.send({ type: 'broadcast', payload: 42 });
   t.same(await c1.next((m) => m.type === 'broadcast'), { type: 'broadcast', from: id1, payload: 42 }, 'a broadcast too large for NOTIFY is dropped, the next goes through');
+  for (let i = 0; i < 50; i++) c1.send({ type: 'broadcast', payload: i });
+  for (let i = 0; i < 3; i++) c1.send({ type: 'broadcast', payload: 'same' });
+  const burst: unknown[] = [];
+  for (let i = 0; i < 53; i++) burst.push((await c1.next((m) => m.type === 'broadcast')).payload);
+  t.same(burst, [...Array.from({ length: 50 }, (_, i) => i), 'same', 'same', 'same'], 'a burst arrives whole and in order, equal payloads included');
   c1.send({ type: 'nonsense' });
   c1.ws.send('not json');
   c1.send({ type: 'broadcast', payload: null });
