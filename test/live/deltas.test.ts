@@ -69,3 +69,23 @@ t.test("the query runs with the registering role's rights: subscribers' RLS is n
   t.same(await c.next((m) => m.inserted?.[0]?.id === 1), { query_id: 'secrets', seq: 2, inserted: [{ id: 1, owner: 'ann' }], deleted: [] }, 'the anon subscriber still gets the row: audience is the only per-client filter');
   c.close();
 });
+
+t.test('LIVE_CHANNEL names the NOTIFY channel (and its payload limit)', async (t) => {
+  const app = await startApp(t, { env: { LIVE_CHANNEL: 'my_live_channel' }, worker: false });
+  const sql = app.db.sql;
+  t.same(await sql`select channel from live_private.settings`, [{ channel: 'my_live_channel' }], 'the service records its channel at start');
+  t.same(await sql`select live_private.payload_limit('my_live_channel') as l`, [{ l: 8000 - 15 - 100 }], '8000 - 15 - 100');
+  await sql.unsafe(`create table public.c (id int primary key, t text); select live.subscribe('c', 'select id, t from c');`);
+  const c = await open(app, '/ws/c', { query: { apikey: app.anonKey } });
+  await c.next();
+  await sql`insert into public.c values (1, 'x')`;
+  t.same(await c.next(), { query_id: 'c', seq: 1, inserted: [{ id: 1, t: 'x' }], deleted: [] }, 'deltas arrive on the configured channel');
+  // A delta between the two limits: it fits 7897 (lqs) but not 7885.
+  const big = 'y'.repeat(7885 - JSON.stringify({ seq: 2, deleted: [], inserted: [{ t: '', id: 2 }], query_id: 'c' }).length - 9);
+  await sql`insert into public.c values (2, ${big})`;
+  const m = await c.next();
+  t.equal(m.type, 'overflow', 'the limit follows the channel name');
+  c.send({ type: 'broadcast', payload: 1 });
+  t.same(await c.next(), { type: 'broadcast', from: c.messages[0].client_id, payload: 1 }, 'broadcast goes through <LIVE_CHANNEL>_bc');
+  c.close();
+});
