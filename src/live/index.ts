@@ -77,6 +77,7 @@ export class LiveService {
   private listens = 0;
   private configured = false;
   private closed = false;
+  private beating = false;
   private unlisten: Array<() => Promise<void>> = [];
   private pendingLeaves: Array<() => Promise<void>> = [];
 
@@ -96,10 +97,14 @@ export class LiveService {
     const onlisten = () => this.onListen();
     // The driver re-listens by itself after the connection comes back; onlisten fires
     // again then, which is how a gap is detected.
+    // Each channel is listened to once, whichever attempt succeeds (a second listen would
+    // deliver everything twice).
+    let deltas: { unlisten(): Promise<void> } | null = null;
+    let events: { unlisten(): Promise<void> } | null = null;
     const listenAll = async () => {
-      const a = await sql.listen(this.deps.config.liveChannel, (p) => this.onDelta(p), onlisten);
-      const b = await sql.listen(this.bcChannel, (p) => this.onEvent(p));
-      this.unlisten = [a.unlisten, b.unlisten];
+      deltas ??= await sql.listen(this.deps.config.liveChannel, (p) => this.onDelta(p), onlisten);
+      events ??= await sql.listen(this.bcChannel, (p) => this.onEvent(p));
+      this.unlisten = [deltas.unlisten, events.unlisten];
     };
     listenAll().catch((err: unknown) => {
       this.deps.log.warn({ err }, 'live listener could not start; retrying');
@@ -180,7 +185,8 @@ export class LiveService {
   }
 
   private async beat(): Promise<void> {
-    if (this.closed) return;
+    if (this.closed || this.beating) return;
+    this.beating = true;
     await this.ensureConfigured();
     try {
       while (this.pendingLeaves.length > 0) {
@@ -194,6 +200,8 @@ export class LiveService {
       }
     } catch (err) {
       this.deps.log.debug({ err }, 'live: heartbeat failed');
+    } finally {
+      this.beating = false;
     }
   }
 
