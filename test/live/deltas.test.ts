@@ -89,3 +89,21 @@ t.test('LIVE_CHANNEL names the NOTIFY channel (and its payload limit)', async (t
   t.same(await c.next(), { type: 'broadcast', from: c.messages[0].client_id, payload: 1 }, 'broadcast goes through <LIVE_CHANNEL>_bc');
   c.close();
 });
+
+t.test('replacing a subscription: overflow, or closed sockets when its audience changed', async (t) => {
+  const app = await startApp(t, { worker: false });
+  const sql = app.db.sql;
+  await sql.unsafe(`create table public.r (id int primary key); insert into public.r values (1);
+    select live.subscribe('r', 'select id from r');`);
+  const c = await open(app, '/ws/r', { query: { apikey: app.anonKey } });
+  await c.next();
+  await sql`insert into public.r values (2)`;
+  t.equal((await c.next()).seq, 1);
+  await sql`select live.subscribe('r', 'select id, id * 2 as twice from r')`;
+  t.same(await c.next(), { type: 'overflow', query_id: 'r', seq: 2, fetch: true }, 'a new query: overflow with the next seq');
+  await sql`insert into public.r values (3)`;
+  t.same(await c.next(), { query_id: 'r', seq: 3, inserted: [{ id: 3, twice: 6 }], deleted: [] }, 'then deltas of the new query');
+  await sql`select live.subscribe('r', 'select id from r', 'delta', '{"role": "authenticated"}')`;
+  t.equal((await c.closed).code, 1000, 'a new audience closes the sockets');
+  t.same(await refused(app, '/ws/r', { query: { apikey: app.anonKey } }), { status: 401, body: { error: 'authentication required' } }, 'and reconnecting goes through the new check');
+});

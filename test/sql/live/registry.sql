@@ -1,7 +1,7 @@
 -- The live-query registry: who may register, what a query may be, what is stored, and
 -- which tables carry triggers (contract §5 "Live queries").
 begin;
-select plan(36);
+select plan(38);
 
 create table public.items (id int primary key, v text, n int);
 insert into public.items select g, 'x' || g, g % 10 from generate_series(1, 5) g;
@@ -56,6 +56,18 @@ grant select on public.items to service_role;
 select tests.act_as('service_role');
 select lives_ok($$select live.subscribe('y', 'select id from items')$$, 'once granted, it can');
 select tests.reset_role();
+
+-- The definer half cannot be used to claim another role's rights
+create role live_tester noinherit;
+grant service_role to live_tester;
+set session authorization live_tester;
+set role service_role;
+select throws_ok($$select live_private.register('z', 'select id from others', 'delta', null, 'postgres')$$, '42501',
+  'live query must be registered by a role the session may act as', 'register refuses a registering role the session cannot act as');
+reset role;
+reset session authorization;
+select throws_ok($$select live_private.register('z', 'select id from others', 'delta', null, 'service_role')$$, '42501',
+  'permission denied for table others', 'register checks the registering role may read every table');
 
 -- Triggers: only on watched tables
 select is((select count(*) from pg_trigger where tgrelid = 'public.quiet'::regclass), 0::bigint, 'a table nobody watches has no trigger');
