@@ -36,6 +36,7 @@ t.test('defaults follow contract §2', async (t) => {
   t.equal(c.webhookTimeoutMs, 10000);
   t.equal(c.wsMaxConnections, 10000);
   t.equal(c.wsMaxConnectionsPerIp, 100);
+  t.equal(c.wsPingInterval, 30);
   t.equal(c.liveChannel, 'lqs');
   t.equal(c.dbPoolSize, 10);
   t.equal(c.maxBodyBytes, 1048576);
@@ -61,6 +62,7 @@ t.test('invalid values name the variable', async (t) => {
     [{ ALLOWED_ORIGINS: 'http://a.test/path' }, 'ALLOWED_ORIGINS'],
     [{ SMTP_URL: 'http://mail' }, 'SMTP_URL'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ WS_PING_INTERVAL: '0' }, 'WS_PING_INTERVAL'],
     [{ GOOGLE_TOKEN_URL: 'http://example.com/token' }, 'GOOGLE_TOKEN_URL'],
   ];
   for (const [env, name] of cases) {
