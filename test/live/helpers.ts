@@ -12,7 +12,6 @@ export interface LiveClient {
   closed: Promise<{ code: number; reason: string }>;
   /** The first message (from now on, or already received and not yet taken) matching `pred`. */
   next(pred?: (m: any) => boolean, timeoutMs?: number): Promise<any>;
-  /** Resolves true if no message matching `pred` arrives within `ms` (used only to prove silence). */
   send(msg: unknown): void;
   close(): void;
 }
@@ -39,7 +38,6 @@ export function connect(app: TestApp, path: string, opts: ConnectOptions = {}): 
     const ws = new WebSocket(wsUrl(app, path, opts.query), { headers: opts.headers });
     const messages: any[] = [];
     const waiters: Array<{ pred: (m: any) => boolean; resolve: (m: any) => void }> = [];
-    let taken = 0;
     ws.on('message', (data) => {
       const m = JSON.parse(String(data));
       messages.push(m);
@@ -77,7 +75,6 @@ export function connect(app: TestApp, path: string, opts: ConnectOptions = {}): 
         next(pred = () => true, timeoutMs = 5000) {
           const i = pendingUntaken.findIndex(pred);
           if (i >= 0) {
-            taken++;
             return Promise.resolve(pendingUntaken.splice(i, 1)[0]);
           }
           return new Promise((res, rej) => {

@@ -45,16 +45,18 @@ t.test('a slow client is closed; the others keep receiving', async (t) => {
   await slow.next();
   (slow.ws as any)._socket.pause(); // stops reading: its data piles up on the server
   // Batches the fast client keeps up with (the clients share this process's event loop).
-  const N = 3000;
+  // 28 MB in all: more than the kernel's socket buffers (several MB each way on loopback)
+  // plus the 4 MiB a client may have unsent.
+  const N = 4000;
   for (let b = 0; b < N / 100; b++) {
     await app.db.sql.unsafe(`do $$ begin
       for i in ${b * 100 + 1}..${b * 100 + 100} loop
-        perform live_private.broadcast('lqs_bc', 'flood', 'server', jsonb_build_object('i', i, 'pad', repeat('x', 6000)));
+        perform live_private.broadcast('lqs_bc', 'flood', 'server', jsonb_build_object('i', i, 'pad', repeat('x', 7000)));
       end loop; end $$`);
-    await waitFor(() => fast.messages.filter((m) => m.type === 'broadcast').length === (b + 1) * 100, 10000, 'the fast client to keep up');
+    await waitFor(() => fast.messages.filter((m) => m.type === 'broadcast').length === (b + 1) * 100, 30000, `the fast client to keep up (batch ${b})`);
   }
-  t.pass(`the fast client received all ${N} messages (${Math.round((N * 6000) / 1e6)} MB)`);
-  await waitFor(() => app.service.app.live!.hub.channels.get('flood')?.size === 1, 10000, 'the slow client to be dropped');
+  t.pass(`the fast client received all ${N} messages (${Math.round((N * 7000) / 1e6)} MB)`);
+  await waitFor(() => app.service.app.live!.hub.channels.get('flood')?.size === 1, 30000, 'the slow client to be dropped');
   t.pass('the slow client was closed');
   (slow.ws as any)._socket.resume();
   await slow.closed;
