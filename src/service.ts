@@ -18,12 +18,12 @@ import { devArea } from './dev/index.ts';
 import { restArea } from './rest/index.ts';
 import { authArea } from './auth/index.ts';
 import { webhooksArea } from './webhooks/index.ts';
-
 import { functionsArea } from './functions/index.ts';
+import { liveArea } from './live/index.ts';
 
 export type { Area, Deps };
 
-export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea];
+export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea, liveArea];
 
 export interface ServiceOptions {
   databaseUrl: string;

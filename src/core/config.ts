@@ -82,6 +82,8 @@ export interface Config {
   webhookTimeoutMs: number;
   wsMaxConnections: number;
   wsMaxConnectionsPerIp: number;
+  /** Seconds between WebSocket pings; a client that missed the previous pong is closed. */
+  wsPingInterval: number;
   liveChannel: string;
   dbPoolSize: number;
   maxBodyBytes: number;
@@ -297,6 +299,7 @@ export function parseConfig(env: Env = process.env): Config {
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10000, 1),
     wsMaxConnections: int(env, 'WS_MAX_CONNECTIONS', 10000, 1),
     wsMaxConnectionsPerIp: int(env, 'WS_MAX_CONNECTIONS_PER_IP', 100, 1),
+    wsPingInterval: int(env, 'WS_PING_INTERVAL', 30, 1, 3600),
     liveChannel,
     dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', 1048576, 1),

@@ -8,6 +8,7 @@ import { SignJWT } from 'jose';
 import type { RequestSpec, Traffic } from './load.ts';
 import { WEBHOOK_SCENARIOS } from './webhooks.ts';
 import { FUNCTION_SCENARIOS } from './functions.ts';
+import { LIVE_SCENARIOS } from './live.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -52,11 +53,15 @@ export interface RunContext {
 
 /** Its figures; the status follows from `target` as for the others. */
 export interface RunResult {
-  rps: number;
-  baseline_rps?: number;
-  ratio?: number;
-  p50_ms: number;
-  p99_ms: number;
+  rps: number | null;
+  baseline_rps?: number | null;
+  ratio?: number | null;
+  p50_ms?: number | null;
+  p99_ms?: number | null;
+  /** The scenario's own verdict where its target cannot say (e.g. ERROR when messages were lost). */
+  status?: 'PASS' | 'MISS' | 'INFO' | 'ERROR';
+  /** What the figure is compared with, when the scenario says it itself. */
+  baseline?: string;
   rate_rps?: number;
   non2xx_share?: number;
   note?: string;
@@ -248,6 +253,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
   },
   ...WEBHOOK_SCENARIOS,
   ...FUNCTION_SCENARIOS,
+  ...LIVE_SCENARIOS,
 ];
 
 /**
@@ -255,4 +261,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'live-latency', 'broadcast-fanout', 'live-write-cost'];

@@ -36,6 +36,7 @@ t.test('defaults follow contract §2', async (t) => {
   t.equal(c.webhookTimeoutMs, 10000);
   t.equal(c.wsMaxConnections, 10000);
   t.equal(c.wsMaxConnectionsPerIp, 100);
+  t.equal(c.wsPingInterval, 30);
   t.equal(c.liveChannel, 'lqs');
   t.equal(c.dbPoolSize, 10);
   t.equal(c.maxBodyBytes, 1048576);
@@ -66,6 +67,7 @@ t.test('invalid values name the variable', async (t) => {
     [{ MAX_JSON_DEPTH: '0' }, 'MAX_JSON_DEPTH'],
     [{ MAX_JSON_DEPTH: '5000' }, 'MAX_JSON_DEPTH'],
     [{ SHUTDOWN_TIMEOUT_MS: '10s' }, 'SHUTDOWN_TIMEOUT_MS'],
+    [{ WS_PING_INTERVAL: '0' }, 'WS_PING_INTERVAL'],
     [{ GOOGLE_TOKEN_URL: 'http://example.com/token' }, 'GOOGLE_TOKEN_URL'],
   ];
   for (const [env, name] of cases) {

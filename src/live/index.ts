@@ -1,0 +1,420 @@
+/**
+ * Live queries, broadcast and presence over WebSocket (interface §4.9, §6.2, §7.3, §8;
+ * contract §5).
+ *
+ * - `GET /ws/{query_id}` (upgrade): every refusal is an HTTP response before the upgrade
+ *   with an `{error}` body. Then `{type: subscribed, query_id, client_id}` and what
+ *   PostgreSQL sends for the subscription (delta, invalidated, overflow) on LIVE_CHANNEL,
+ *   plus broadcast and presence of the channel `query_id`.
+ * - `GET /ws/_presence/{channel}`: client_id → last state, over every instance.
+ *
+ * The registry, snapshots and diffs live in SQL (sql/fixtures/live). This instance holds
+ * the sockets: one LISTEN (on the service pool's listen connection) for LIVE_CHANNEL and
+ * `<LIVE_CHANNEL>_bc`; when it comes back after a gap, every subscriber is sent an
+ * `overflow`, so no client misses a change silently. Broadcast and presence go through
+ * PostgreSQL too (NOTIFY, a presence table with instance heartbeats), so every instance
+ * on the same database sees them.
+ */
+import { randomUUID } from 'node:crypto';
+import websocket from '@fastify/websocket';
+import type { FastifyRequest } from 'fastify';
+import type { WebSocket } from 'ws';
+import type { Area, Deps } from '../core/area.ts';
+import type { Credential } from '../core/credentials.ts';
+import { AppError, ERRORS } from '../core/errors.ts';
+import { clientIp, sendJsonText } from '../core/http.ts';
+import { Hub, type Client } from './hub.ts';
+import * as q from './db.ts';
+
+/** Seconds without a heartbeat after which an instance and its clients' presence expire. */
+export const INSTANCE_TTL = 5;
+const HEARTBEAT_MS = 1000;
+/** Largest client frame accepted (a broadcast must also fit a NOTIFY payload). */
+const MAX_FRAME_BYTES = 64 * 1024;
+/** Payload + channel bytes a broadcast may have: the NOTIFY envelope adds about 150. */
+const MAX_BROADCAST_BYTES = 7800;
+
+export const LIVE_ERRORS = {
+  subscriptionNotFound: () => new AppError(404, 'subscription not found'),
+  authenticationRequired: () => new AppError(401, 'authentication required'),
+  audience: () => new AppError(403, 'audience not satisfied'),
+  origin: () => new AppError(403, 'origin not allowed'),
+  perIp: () => new AppError(429, 'too many connections from this address'),
+  total: () => new AppError(503, 'connection limit reached'),
+  metadata: (cause?: unknown) => new AppError(503, 'subscription metadata unavailable', { cause }),
+  upgradeRequired: () => new AppError(426, 'upgrade required', { headers: { upgrade: 'websocket' } }),
+} as const;
+
+function queryParam(req: FastifyRequest, name: string): string | undefined {
+  const v = (req.query as Record<string, unknown> | undefined)?.[name];
+  if (Array.isArray(v)) return typeof v[0] === 'string' ? v[0] : undefined;
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+function cookie(req: FastifyRequest, name: string): string | undefined {
+  const raw = req.headers.cookie;
+  if (typeof raw !== 'string') return undefined;
+  for (const part of raw.split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0 && part.slice(0, i).trim() === name) {
+      const v = part.slice(i + 1).trim();
+      try {
+        return v === '' ? undefined : decodeURIComponent(v);
+      } catch {
+        return v;
+      }
+    }
+  }
+  return undefined;
+}
+
+export class LiveService {
+  readonly hub: Hub;
+  readonly instanceId = randomUUID();
+  readonly bcChannel: string;
+  private readonly deps: Deps;
+  private timers: NodeJS.Timeout[] = [];
+  private listens = 0;
+  private configured = false;
+  private closed = false;
+  private beating = false;
+  private unlisten: Array<() => Promise<void>> = [];
+  private pendingLeaves: Array<() => Promise<void>> = [];
+
+  constructor(deps: Deps) {
+    this.deps = deps;
+    this.hub = new Hub(deps.config.wsMaxConnections, deps.config.wsMaxConnectionsPerIp);
+    this.bcChannel = `${deps.config.liveChannel.slice(0, 60)}_bc`;
+  }
+
+  get sql() {
+    return this.deps.db.sql;
+  }
+
+  async start(): Promise<void> {
+    await this.ensureConfigured();
+    const { sql } = this.deps.db;
+    const onlisten = () => this.onListen();
+    // The driver re-listens by itself after the connection comes back; onlisten fires
+    // again then, which is how a gap is detected.
+    // Each channel is listened to once, whichever attempt succeeds (a second listen would
+    // deliver everything twice).
+    let deltas: { unlisten(): Promise<void> } | null = null;
+    let events: { unlisten(): Promise<void> } | null = null;
+    const listenAll = async () => {
+      deltas ??= await sql.listen(this.deps.config.liveChannel, (p) => this.onDelta(p), onlisten);
+      events ??= await sql.listen(this.bcChannel, (p) => this.onEvent(p));
+      this.unlisten = [deltas.unlisten, events.unlisten];
+    };
+    listenAll().catch((err: unknown) => {
+      this.deps.log.warn({ err }, 'live listener could not start; retrying');
+      const retry = setInterval(() => {
+        if (this.closed) return clearInterval(retry);
+        listenAll().then(
+          () => clearInterval(retry),
+          () => {},
+        );
+      }, 1000);
+      retry.unref();
+    });
+    await this.beat();
+    const hb = setInterval(() => void this.beat(), HEARTBEAT_MS);
+    hb.unref();
+    const ping = setInterval(() => this.hub.ping(), this.deps.config.wsPingInterval * 1000);
+    ping.unref();
+    this.timers.push(hb, ping);
+  }
+
+  private async ensureConfigured(): Promise<void> {
+    if (this.configured) return;
+    try {
+      await q.configure(this.sql, this.deps.config.liveChannel);
+      this.configured = true;
+    } catch (err) {
+      this.deps.log.warn({ err }, 'live: LIVE_CHANNEL not recorded yet (database unavailable); retrying');
+    }
+  }
+
+  private onListen(): void {
+    this.listens++;
+    if (this.listens > 1) void this.gap();
+  }
+
+  /** The LISTEN connection was lost and is back: notifications may be missing. */
+  private async gap(): Promise<void> {
+    const ids = [...this.hub.channels.keys()];
+    if (ids.length === 0) return;
+    this.deps.log.warn({ subscriptions: ids.length }, 'live: listener reconnected; sending overflow');
+    for (let attempt = 0; attempt < 20 && !this.closed; attempt++) {
+      try {
+        const seqs = await q.seqs(this.sql, ids);
+        for (const id of ids) {
+          this.hub.fanout(id, JSON.stringify({ type: 'overflow', query_id: id, seq: seqs.get(id) ?? 0, fetch: true }));
+        }
+        return;
+      } catch {
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  }
+
+  private onDelta(payload: string): void {
+    let msg: { type?: unknown; query_id?: unknown };
+    try {
+      msg = JSON.parse(payload);
+    } catch {
+      return;
+    }
+    if (typeof msg.query_id !== 'string') return;
+    if (msg.type === 'unsubscribed') {
+      for (const c of this.hub.channels.get(msg.query_id) ?? []) c.ws.close(1000, 'subscription removed');
+      return;
+    }
+    this.hub.fanout(msg.query_id, payload);
+  }
+
+  private onEvent(payload: string): void {
+    let ev: { channel?: unknown; msg?: unknown };
+    try {
+      ev = JSON.parse(payload);
+    } catch {
+      return;
+    }
+    if (typeof ev.channel !== 'string' || !this.hub.channels.has(ev.channel)) return;
+    this.hub.fanout(ev.channel, JSON.stringify(ev.msg));
+  }
+
+  private async beat(): Promise<void> {
+    if (this.closed || this.beating) return;
+    this.beating = true;
+    await this.ensureConfigured();
+    try {
+      while (this.pendingLeaves.length > 0) {
+        await this.pendingLeaves[0]();
+        this.pendingLeaves.shift();
+      }
+      const fresh = await q.heartbeat(this.sql, this.instanceId, this.bcChannel, INSTANCE_TTL);
+      if (fresh) {
+        // First beat, or this instance had been declared dead: announce its clients again.
+        for (const c of this.hub.all()) if (c.state !== null) this.presence(c, c.state);
+      }
+    } catch (err) {
+      this.deps.log.debug({ err }, 'live: heartbeat failed');
+    } finally {
+      this.beating = false;
+    }
+  }
+
+  /** The caller's credential for /ws: Bearer, ?token=, the token cookie, apikey, ?apikey=. */
+  async credential(req: FastifyRequest): Promise<Credential> {
+    const { credentials, config } = this.deps;
+    const auth = req.headers.authorization;
+    if (auth !== undefined && auth !== '') return (await credentials.fromHeaders(req.headers))!;
+    const token = queryParam(req, 'token') ?? cookie(req, 'token');
+    if (token !== undefined) return credentials.verify(token);
+    const headerKey = req.headers.apikey;
+    const apikey = typeof headerKey === 'string' && headerKey !== '' ? headerKey : queryParam(req, 'apikey');
+    if (apikey !== undefined) {
+      const cred = await credentials.verify(apikey);
+      if (cred.role === 'anon' || cred.role === 'service_role') return cred;
+      throw ERRORS.invalidToken();
+    }
+    if (config.devMode) return credentials.anonymous;
+    throw ERRORS.missingCredentials();
+  }
+
+  originAllowed(req: FastifyRequest): boolean {
+    const origin = req.headers.origin;
+    if (origin === undefined) return true; // not a browser
+    const { config } = this.deps;
+    if (config.allowPermissiveCors || config.allowedOrigins.includes(origin)) return true;
+    if (origin === new URL(config.apiExternalUrl).origin) return true;
+    const host = req.headers.host;
+    return host !== undefined && (origin === `http://${host}` || origin === `https://${host}`);
+  }
+
+  /** The checks shared by the upgrade and the presence endpoint (interface §4.9 rules 1–3). */
+  async admit(req: FastifyRequest, channel: string, upgrade: boolean): Promise<Credential> {
+    if (!this.originAllowed(req)) throw LIVE_ERRORS.origin();
+    if (upgrade) {
+      const ip = clientIp(req, this.deps.config.trustProxy);
+      const full = this.hub.full(ip);
+      if (full === 'total') throw LIVE_ERRORS.total();
+      if (full === 'ip') throw LIVE_ERRORS.perIp();
+      // Counted from here (so concurrent upgrades cannot pass the caps while this one is
+      // checked) until the underlying socket closes: after a refusal that is at once.
+      req.raw.socket.once('close', this.hub.reserve(ip));
+    }
+    const cred = await this.credential(req);
+    const real = cred.role === 'authenticated' || cred.role === 'service_role';
+    if (this.deps.config.requireAuthenticatedWs && !real) throw LIVE_ERRORS.authenticationRequired();
+    let access: q.Access;
+    try {
+      access = await q.access(this.sql, channel, cred.claims);
+    } catch (err) {
+      throw LIVE_ERRORS.metadata(err);
+    }
+    if (upgrade && !access.registered) throw LIVE_ERRORS.subscriptionNotFound();
+    if (access.bound && cred.role === 'anon') throw LIVE_ERRORS.authenticationRequired();
+    if (!access.allowed) throw LIVE_ERRORS.audience();
+    return cred;
+  }
+
+  /** A new socket on `channel`. */
+  connect(ws: WebSocket, channel: string): void {
+    const client = this.hub.add(channel, ws);
+    ws.on('pong', () => {
+      client.alive = true;
+    });
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      let msg: { type?: unknown; payload?: unknown; state?: unknown };
+      try {
+        msg = JSON.parse(String(data));
+      } catch {
+        return;
+      }
+      if (msg === null || typeof msg !== 'object') return;
+      if (msg.type === 'broadcast' && 'payload' in msg) {
+        const payload = JSON.stringify(msg.payload ?? null);
+        // What cannot fit a NOTIFY payload (8000 bytes with the envelope) is dropped here.
+        if (Buffer.byteLength(payload) + Buffer.byteLength(channel) > MAX_BROADCAST_BYTES) return;
+        if (client.batch !== null) {
+          client.batch.push(payload); // joins the broadcasts still waiting at the tail
+        } else {
+          const batch = (client.batch = [payload]);
+          this.enqueue(client, () => {
+            if (client.batch === batch) client.batch = null;
+            return batch.length === 1
+              ? q.broadcast(this.sql, this.bcChannel, channel, client.id, batch[0])
+              : q.broadcastMany(this.sql, this.bcChannel, channel, client.id, batch);
+          });
+        }
+      } else if (msg.type === 'presence' && msg.state !== null && typeof msg.state === 'object' && !Array.isArray(msg.state)) {
+        this.presence(client, JSON.stringify(msg.state));
+      }
+    });
+    ws.on('close', () => {
+      this.hub.remove(client);
+      if (client.state !== null) {
+        client.state = null;
+        // A leave that cannot reach the database (it is away) is retried by the heartbeat,
+        // so no client stays listed after it left.
+        const leave = () => q.presenceLeave(this.sql, this.bcChannel, channel, client.id);
+        client.queue = client.queue.then(leave).catch(() => {
+          this.pendingLeaves.push(leave);
+        });
+      }
+    });
+    this.hub.send(client, JSON.stringify({ type: 'subscribed', query_id: channel, client_id: client.id }));
+  }
+
+  private presence(client: Client, state: string): void {
+    client.state = state;
+    client.batch = null; // later broadcasts go after this presence message
+    this.enqueue(client, () => q.presenceSet(this.sql, this.instanceId, this.bcChannel, client.channel, client.id, state));
+  }
+
+  /** A client's database work runs in order; a failure (a payload too large for NOTIFY, the database away) drops that message only. */
+  private enqueue(client: Client, work: () => Promise<void>): void {
+    client.queue = client.queue.then(work).catch((err: unknown) => {
+      this.deps.log.debug({ err, client: client.id }, 'live: client message dropped');
+    });
+  }
+
+  /** Shutdown, first step (before the HTTP server closes): every socket gets 1001. */
+  async closeSockets(): Promise<void> {
+    const clients = this.hub.all();
+    if (clients.length === 0) return;
+    await new Promise<void>((resolve) => {
+      let open = clients.length;
+      const done = () => {
+        if (--open === 0) resolve();
+      };
+      for (const c of clients) {
+        if (c.ws.readyState === c.ws.CLOSED) done();
+        else {
+          c.ws.once('close', done);
+          c.ws.close(1001, 'server shutting down');
+        }
+      }
+      setTimeout(() => {
+        for (const c of clients) c.ws.terminate();
+        resolve();
+      }, 1000).unref();
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const t of this.timers) clearInterval(t);
+    await this.closeSockets();
+    await Promise.all(this.hub.all().map((c) => c.queue));
+    await q.instanceStop(this.sql, this.instanceId, this.bcChannel).catch(() => {});
+    for (const u of this.unlisten) await u().catch(() => {});
+  }
+}
+
+/**
+ * Area objects are shared by every service in a process (tests run two instances side by
+ * side), so each app gets its own LiveService, decorated as `app.live`, and closes it in its
+ * own hooks: preClose sends 1001 to every socket, onClose stops the heartbeat, removes this
+ * instance's presence (announcing presence_leave) and stops listening.
+ */
+export const liveArea: Area = {
+  name: 'live',
+  async register(app, deps) {
+    const svc = new LiveService(deps);
+    app.decorate('live', svc);
+    await app.register(websocket, {
+      options: { maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false },
+      preClose(done) {
+        svc.closeSockets().then(() => {
+          this.websocketServer.close();
+          done();
+        }, done);
+      },
+    });
+
+    app.route<{ Params: { query_id: string } }>({
+      method: 'GET',
+      url: '/ws/:query_id',
+      preValidation: async (req) => {
+        await svc.admit(req, req.params.query_id, req.ws);
+        if (!req.ws) throw LIVE_ERRORS.upgradeRequired();
+      },
+      handler: async () => {
+        throw LIVE_ERRORS.upgradeRequired();
+      },
+      wsHandler: (socket, req) => {
+        svc.connect(socket, (req.params as { query_id: string }).query_id);
+      },
+    });
+
+    app.get<{ Params: { channel: string } }>('/ws/_presence/:channel', async (req, reply) => {
+      await svc.admit(req, req.params.channel, false);
+      let body: string;
+      try {
+        body = await q.presenceList(svc.sql, req.params.channel, INSTANCE_TTL);
+      } catch (err) {
+        throw LIVE_ERRORS.metadata(err);
+      }
+      reply.header('cache-control', 'no-store');
+      return sendJsonText(reply, 200, body);
+    });
+
+    app.addHook('onReady', async () => {
+      await svc.start();
+    });
+    app.addHook('onClose', async () => {
+      await svc.close();
+    });
+  },
+};
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    live?: LiveService;
+  }
+}

@@ -1,0 +1,264 @@
+/**
+ * Live-query scenarios (issue 15). They do not fit the HTTP request/response mould of the
+ * other scenarios, so each is a `run` of its own against the bench service (its own
+ * process) and the bench database; the WebSocket clients and the writers run in the driver
+ * process, on the same cores.
+ *
+ * - `live-latency`: 1000 subscribers (quick: 200) on 10 fast-path subscriptions; a writer
+ *   inserts 50 rows/s (open loop), each carrying the driver's clock; latency = arrival at a
+ *   client − the writer's COMMIT acknowledgement (the figure from before the INSERT was
+ *   sent, WAL flush included, is in the note). Goal p99 ≤ 20 ms.
+ * - `live-write-cost`: single-row INSERTs from 8 connections into a 100,000-row table, with
+ *   one subscription whose result is about 100 rows vs none (the same table, alternating
+ *   rounds: subscribe, measure, unsubscribe, measure). The ratio is for the fast path (the
+ *   delta from the transition rows); the re-run path (same query with `offset 0`, which
+ *   disables the fast path) is measured too and reported in the note. Goal ≥ 0.8.
+ * - `broadcast-fanout`: 1000 clients (quick: 200) on one channel; 8 of them broadcast with
+ *   up to 4 messages in flight each; messages delivered per second over all clients.
+ */
+import postgres from 'postgres';
+import WebSocket from 'ws';
+import type { CustomScenario, RunContext as CustomContext, RunResult as CustomResult } from './scenarios.ts';
+
+const now = () => performance.timeOrigin + performance.now();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function percentile(sorted: number[], p: number): number | null {
+  if (sorted.length === 0) return null;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+async function openClients(c: CustomContext, channel: string, n: number, onMessage: (i: number, data: string) => void): Promise<WebSocket[]> {
+  const url = `${c.serviceUrl.replace(/^http/, 'ws')}/ws/${encodeURIComponent(channel)}?apikey=${c.anonKey}`;
+  const out: WebSocket[] = [];
+  // In batches, so the service's upgrade path is not the thing measured.
+  for (let i = 0; i < n; i += 50) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(50, n - i) }, (_, j) => {
+        return new Promise<WebSocket>((resolve, reject) => {
+          const ws = new WebSocket(url, { perMessageDeflate: false });
+          ws.once('open', () => resolve(ws));
+          ws.once('error', reject);
+          ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
+          ws.on('message', (data) => onMessage(i + j, String(data)));
+        });
+      }),
+    );
+    out.push(...batch);
+  }
+  return out;
+}
+
+function closeAll(clients: WebSocket[]): void {
+  for (const ws of clients) ws.terminate();
+}
+
+async function liveLatency(c: CustomContext): Promise<CustomResult> {
+  const clients = c.quick ? 200 : 1000;
+  const subs = 10;
+  const seconds = c.quick ? 2 : 5;
+  const rate = 50; // rows per second in all: 5000 deliveries/s to 1000 clients
+  const sql = postgres(c.dbUrl, { max: 2, onnotice: () => {} });
+  // Per row (keyed by its `sent` stamp): when its COMMIT was acknowledged to the writer.
+  const acked = new Map<number, number>();
+  const arrivals: Array<[number, number]> = []; // [sent, arrival]
+  let socketsOpen: WebSocket[] = [];
+  try {
+    await sql.unsafe(`create table if not exists public.bench_live (id bigserial primary key, sub int not null, sent double precision not null, body text)`);
+    for (let k = 0; k < subs; k++) {
+      await sql`select live.subscribe(${'bench_live_' + k}, ${`select id, sub, sent, body from bench_live where sub = ${k}`})`;
+    }
+    const [{ fast }] = await sql`select count(*)::int as fast from live_private.subscriptions where query_id like 'bench\\_live\\_%' and fast_table is not null`;
+    const per = clients / subs;
+    for (let k = 0; k < subs; k++) {
+      const ws = await openClients(c, `bench_live_${k}`, per, (_i, data) => {
+        const t = now();
+        if (!data.startsWith('{"seq"')) return;
+        const m = JSON.parse(data) as { inserted?: { sent: number }[] };
+        for (const r of m.inserted ?? []) arrivals.push([r.sent, t]);
+      });
+      socketsOpen.push(...ws);
+    }
+    await sleep(300);
+    // Open loop: row i is due at start + i / rate.
+    const total = rate * seconds;
+    const start = now();
+    const pending: Promise<unknown>[] = [];
+    for (let i = 0; i < total; i++) {
+      const due = start + (i * 1000) / rate;
+      const wait = due - now();
+      if (wait > 1) await sleep(wait);
+      const sent = now();
+      pending.push(sql`insert into public.bench_live (sub, sent, body) values (${i % subs}, ${sent}, 'x')`.execute().then(() => acked.set(sent, now())));
+    }
+    await Promise.all(pending);
+    const expected = total * per;
+    const end = Date.now() + 5000;
+    while (arrivals.length < expected && Date.now() < end) await sleep(20);
+    // Commit → client: from the writer's COMMIT acknowledgement (clamped at 0: a client may
+    // hear of the commit a moment before the writer does). Send → client includes the
+    // INSERT, the trigger and the WAL flush of the commit.
+    const fromCommit = arrivals.map(([sent, t]) => Math.max(0, t - (acked.get(sent) ?? t))).sort((a, b) => a - b);
+    const fromSend = arrivals.map(([sent, t]) => t - sent).sort((a, b) => a - b);
+    const p50 = percentile(fromCommit, 50);
+    const p99 = percentile(fromCommit, 99);
+    const got = arrivals.length;
+    const r1 = (x: number | null) => (x === null ? null : Math.round(x * 10) / 10);
+    return {
+      status: got < expected ? 'ERROR' : p99 !== null && p99 <= 20 ? 'PASS' : 'MISS',
+      rps: got / seconds,
+      p50_ms: r1(p50),
+      p99_ms: r1(p99),
+      baseline: 'goal p99 ≤ 20 ms (Supabase Realtime Postgres Changes: p95 184 ms at 500 clients)',
+      note:
+        `${clients} clients on ${subs} subscriptions (${fast} on the fast path)${c.quick ? ' (quick: 200 clients)' : ''}, ${rate} rows/s for ${seconds} s; ` +
+        `${got}/${expected} deliveries; p50/p99 from the writer's COMMIT acknowledgement to arrival at a client; ` +
+        `from before the INSERT is sent: p50 ${r1(percentile(fromSend, 50))} / p99 ${r1(percentile(fromSend, 99))} ms; rps = deliveries/s`,
+    };
+  } finally {
+    closeAll(socketsOpen);
+    socketsOpen = [];
+    for (let k = 0; k < subs; k++) await sql`select live.unsubscribe(${'bench_live_' + k})`.catch(() => {});
+    await sql.end({ timeout: 2 });
+  }
+}
+
+async function insertRate(url: string, seconds: number, conns: number): Promise<number> {
+  const sql = postgres(url, { max: conns, prepare: true, onnotice: () => {} });
+  try {
+    await Promise.all(Array.from({ length: conns }, () => sql`select 1`));
+    let n = 0;
+    const end = now() + seconds * 1000;
+    const started = now();
+    await Promise.all(
+      Array.from({ length: conns }, async () => {
+        while (now() < end) {
+          await sql`insert into public.bench_wc (k, v) values (${1 + Math.floor(Math.random() * 100_000)}, 'v')`;
+          n++;
+        }
+      }),
+    );
+    return n / ((now() - started) / 1000);
+  } finally {
+    await sql.end({ timeout: 2 });
+  }
+}
+
+async function liveWriteCost(c: CustomContext): Promise<CustomResult> {
+  const rounds = c.quick ? 1 : 5;
+  const slice = c.quick ? 1 : 1.5;
+  const conns = 8;
+  const sql = postgres(c.dbUrl, { max: 1, onnotice: () => {} });
+  try {
+    await sql.unsafe(`drop table if exists public.bench_wc;
+      create table public.bench_wc (id bigserial primary key, k int not null, v text not null);
+      insert into public.bench_wc (k, v) select g, 'v' from generate_series(1, 100000) g;
+      create index on public.bench_wc (k);
+      analyze public.bench_wc;`);
+    const fastQ = 'select id, k, v from bench_wc where k <= 100';
+    const slowQ = 'select id, k, v from bench_wc where k <= 100 offset 0';
+    await insertRate(c.dbUrl, slice / 2, conns); // warm-up
+    const sums = { none: 0, fast: 0, slow: 0 };
+    const ratios: number[] = [];
+    let result = 0;
+    for (let r = 0; r < rounds; r++) {
+      const round = { none: 0, fast: 0, slow: 0 };
+      for (const mode of r % 2 === 0 ? (['none', 'fast', 'slow'] as const) : (['slow', 'fast', 'none'] as const)) {
+        if (mode !== 'none') {
+          await sql`select live.subscribe('bench_wc', ${mode === 'fast' ? fastQ : slowQ})`;
+          const [s] = await sql`select fast_table is not null as fast, jsonb_array_length(snapshot) as rows from live_private.subscriptions where query_id = 'bench_wc'`;
+          if (s.fast !== (mode === 'fast')) throw new Error(`expected the ${mode} path`);
+          result = s.rows;
+        }
+        const rate = await insertRate(c.dbUrl, slice, conns);
+        round[mode] = rate;
+        sums[mode] += rate;
+        if (mode !== 'none') await sql`select live.unsubscribe('bench_wc')`;
+      }
+      ratios.push(round.fast / round.none);
+    }
+    const none = sums.none / rounds;
+    const fast = sums.fast / rounds;
+    const slow = sums.slow / rounds;
+    // The median of the rounds' ratios (each round measures both sides back to back), which
+    // a burst of background load in one slice moves least.
+    const ratio = ratios.sort((a, b) => a - b)[Math.floor(ratios.length / 2)];
+    return {
+      status: ratio >= 0.8 ? 'PASS' : 'MISS',
+      rps: fast,
+      baseline_rps: none,
+      ratio,
+      baseline: 'same inserts, no subscription',
+      note:
+        `8 connections of single-row INSERTs into 100,000 rows; subscription result ${result} rows; fast path (delta from transition rows) ${Math.round(fast)}/s, ` +
+        `re-run path ${Math.round(slow)}/s (ratio ${(slow / none).toFixed(2)}), none ${Math.round(none)}/s; ratio = median of ${rounds} rounds (${ratios.map((x) => x.toFixed(2)).join(' ')}), ${slice} s per side`,
+    };
+  } finally {
+    await sql`select live.unsubscribe('bench_wc')`.catch(() => {});
+    await sql.unsafe('drop table if exists public.bench_wc').catch(() => {});
+    await sql.end({ timeout: 2 });
+  }
+}
+
+async function broadcastFanout(c: CustomContext): Promise<CustomResult> {
+  const n = c.quick ? 200 : 1000;
+  const seconds = c.quick ? 2 : 5;
+  const senders = 8;
+  const window = 4; // per sender (a client's broadcasts go out one database round trip at a time, in order)
+  const sql = postgres(c.dbUrl, { max: 1, onnotice: () => {} });
+  let clients: WebSocket[] = [];
+  try {
+    await sql.unsafe(`create table if not exists public.bench_bc (id int); select live.subscribe('bench_fanout', 'select id from bench_bc');`);
+    let delivered = 0;
+    let counting = false;
+    const echoed = new Array<number>(senders).fill(0);
+    const sent = new Array<number>(senders).fill(0);
+    let ids: string[] = [];
+    clients = await openClients(c, 'bench_fanout', n, (i, data) => {
+      if (i < senders && data.includes('"subscribed"')) ids[i] = (JSON.parse(data) as { client_id: string }).client_id;
+      if (!data.includes('"broadcast"')) return;
+      if (counting) delivered++;
+      if (i < senders) {
+        const from = (JSON.parse(data) as { from: string }).from;
+        if (from === ids[i]) echoed[i]++;
+      }
+    });
+    await sleep(300);
+    const pump = () => {
+      for (let s = 0; s < senders; s++) {
+        while (sent[s] - echoed[s] < window) {
+          clients[s].send(JSON.stringify({ type: 'broadcast', payload: { i: sent[s], text: 'hello everyone' } }));
+          sent[s]++;
+        }
+      }
+    };
+    counting = true;
+    const started = now();
+    const end = started + seconds * 1000;
+    while (now() < end) {
+      pump();
+      await sleep(1);
+    }
+    const elapsed = (now() - started) / 1000;
+    counting = false;
+    const total = sent.reduce((a, b) => a + b, 0);
+    ids = [];
+    return {
+      status: delivered > 0 ? 'INFO' : 'ERROR',
+      rps: delivered / elapsed,
+      baseline: 'none (messages delivered per second over all clients)',
+      note: `${n} clients on one channel${c.quick ? ' (quick: 200)' : ''}, ${senders} of them sending with ${window} in flight each; ${Math.round(total / elapsed)} broadcasts/s, each to every client`,
+    };
+  } finally {
+    closeAll(clients);
+    await sql`select live.unsubscribe('bench_fanout')`.catch(() => {});
+    await sql.end({ timeout: 2 });
+  }
+}
+
+
+export const LIVE_SCENARIOS: CustomScenario[] = [
+  { name: 'live-latency', what: 'commit → WebSocket client latency, 1000 subscribers on 10 subscriptions', target: { kind: 'none' }, baselineLabel: 'goal p99 ≤ 20 ms', run: liveLatency },
+  { name: 'live-write-cost', what: 'INSERT rate with one ~100-row subscription vs none (100,000-row table)', target: { kind: 'ratio', min: 0.8 }, baselineLabel: 'no subscription', run: liveWriteCost },
+  { name: 'broadcast-fanout', what: 'broadcast messages delivered per second to 1000 clients of one channel', target: { kind: 'none' }, baselineLabel: 'none', run: broadcastFanout },
+];
