@@ -1,1 +1,3 @@
 -- Enter migration here
+--!include storage/schema.sql
+--!include storage/functions.sql

@@ -17,10 +17,11 @@ import { healthArea } from './health/index.ts';
 import { devArea } from './dev/index.ts';
 import { restArea } from './rest/index.ts';
 import { authArea } from './auth/index.ts';
+import { storageArea } from './storage/index.ts';
 
 export type { Area, Deps };
 
-export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea];
+export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, storageArea];
 
 export interface ServiceOptions {
   databaseUrl: string;
