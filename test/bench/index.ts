@@ -99,6 +99,7 @@ interface Row {
   eld_p99_ms: number | null;
   non2xx_share: number | null;
   note?: string;
+  extra?: Record<string, unknown>;
 }
 
 let db: BenchDatabase | null = null;
@@ -193,6 +194,12 @@ function emptyRow(s: Scenario): Row {
 
 async function runScenario(s: Scenario, ctx: Ctx): Promise<Row> {
   const row: Row = emptyRow(s);
+  if (s.custom) {
+    const c = await s.custom(args.quick);
+    const ratio = c.rps / c.baseline_rps;
+    const min = s.target.kind === 'ratio' ? s.target.min : 0;
+    return { ...row, ...c, ratio, status: ratio >= min ? 'PASS' : 'MISS' };
+  }
 
   const conns = s.connections ?? CONNECTIONS;
   // In-flight requests abandoned at the end of a slice must not spill into the next one.
@@ -485,6 +492,7 @@ async function main(): Promise<number> {
         eld_p99_ms: r.eld_p99_ms,
         non2xx_share: r.non2xx_share,
         ...(r.note ? { note: r.note } : {}),
+        ...(r.extra ? { extra: r.extra } : {}),
       })),
     };
     writeFileSync(resolve(args.json), JSON.stringify(out, null, 2) + '\n');

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { RequestSpec, Traffic } from './load.ts';
+import { STORAGE_SCENARIOS, type CustomResult } from './storage.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -33,6 +34,8 @@ export interface Scenario {
   baseline(env: Env): Traffic | 'argon2';
   /** Needs the auth area (sign-up users, refresh tokens). */
   needsAuth?: boolean;
+  /** A scenario that measures itself (storage: MB/s); `service`/`baseline` are then unused. */
+  custom?(quick: boolean): Promise<CustomResult>;
 }
 
 /**
@@ -209,6 +212,7 @@ export const SCENARIOS: readonly Scenario[] = [
     service: health,
     baseline: health,
   },
+  ...STORAGE_SCENARIOS.map((s) => ({ ...s, service: health, baseline: health })),
 ];
 
 /**
@@ -216,4 +220,4 @@ export const SCENARIOS: readonly Scenario[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'rest-insert'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'rest-insert', 'storage-upload', 'storage-download'];
