@@ -73,7 +73,7 @@ if (only) for (const n of only) if (!SCENARIOS.some((s) => s.name === n)) throw 
 const profDir = args['cpu-prof'] || args['cpu-prof-dir'] ? resolve(args['cpu-prof-dir'] ?? mkdtempSync(join(tmpdir(), 'plinth-bench-prof-'))) : null;
 
 // Hard bound: whatever happens, the run stops.
-const HARD_LIMIT_S = args.quick ? 90 : 300;
+const HARD_LIMIT_S = args.quick ? 150 : 600; // storage's MB/s and 1 GiB memory scenarios included
 const hardStop = setTimeout(() => {
   console.error(`bench: still running after ${HARD_LIMIT_S} s; stopping`);
   void cleanup().finally(() => process.exit(1));
