@@ -20,8 +20,8 @@ import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import mime from 'mime-types';
 import type { Area, Deps } from '../core/area.ts';
-import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
-import { sendJsonText } from '../core/http.ts';
+import { AppError, ERRORS } from '../core/errors.ts';
+import { sendJsonText, toAppError } from '../core/http.ts';
 import type { Backend, ByteRange, PendingPut } from './backend.ts';
 import { databaseBackend } from './database.ts';
 import { diskBackend } from './disk.ts';
@@ -273,8 +273,7 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
         // Refused before the body was read to its end: answer now and close the connection
         // instead of reading the rest of the body.
         if (!req.raw.complete) reply.header('connection', 'close');
-        if (err instanceof AppError) throw err;
-        throw pgErrorToAppError(err);
+        throw toAppError(err);
       }
       try {
         await put.pending!.commit();

@@ -37,9 +37,9 @@ function segmentOk(seg: string): boolean {
   );
 }
 
-/** A bucket id (decoded): one safe segment without `:`. */
+/** A bucket id (decoded): one safe segment without `:` and without a leading dot (the disk back end's `.tmp`). */
 export function bucketIdOk(id: string): boolean {
-  return segmentOk(id) && !id.includes('/') && !id.includes(':') && id.length <= 100;
+  return segmentOk(id) && !id.startsWith('.') && !id.includes('/') && !id.includes(':') && id.length <= 100;
 }
 
 /** A decoded object name: safe segments joined by `/`, no drive letter. */

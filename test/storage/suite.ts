@@ -106,7 +106,7 @@ export function storageSuite(t: T, backend: BackendName): void {
       t.equal(r.status, 400, `bad body ${JSON.stringify(body)}: 400`);
       t.same(r.body, { error: 'invalid request body' });
     }
-    for (const id of ['..', 'a/b', 'a\\b', 'C:', 'a\u0000b', '']) {
+    for (const id of ['..', '.tmp', 'a/b', 'a\\b', 'C:', 'a\u0000b', '']) {
       r = await app.call('POST', '/storage/v1/bucket', { token: svc, body: { id } });
       t.equal(r.status, 400, `bad id ${JSON.stringify(id)}: 400`);
     }
