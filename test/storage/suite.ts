@@ -451,6 +451,7 @@ export function storageSuite(t: T, backend: BackendName): void {
     const { app, alice, mkBucket } = await setup(t, backend);
     await mkBucket({ id: 'cut' });
     const u = new URL(app.url);
+    let started = false;
     await new Promise<void>((resolve) => {
       const req = http.request({
         host: u.hostname,
@@ -466,11 +467,27 @@ export function storageSuite(t: T, backend: BackendName): void {
         resolve();
       });
       req.write(randomBytes(3 * 1024 * 1024), () => {
-        // Wait until the server has the row, then cut the connection.
-        void until(async () => (await app.db.sql`select 1 from pg_stat_activity where query like '%begin_upload%' or query like '%put_chunk%'`).length > 0 || backend !== 'database', 'the upload to start').then(() => {
-          req.destroy();
-          resolve();
-        });
+        // Wait until the server's upload transaction has its row (begin_upload ran; on the
+        // database back end, chunks follow), then cut the connection.
+        void until(
+          async () =>
+            (
+              await app.db.sql`select 1 from pg_stat_activity
+                where datname = current_database() and pid <> pg_backend_pid()
+                  and (query like '%storage.begin_upload%' or query like '%storage.put_chunk%')`
+            ).length > 0,
+          'the upload to start',
+        ).then(
+          () => {
+            started = true;
+            req.destroy();
+            resolve();
+          },
+          () => {
+            req.destroy();
+            resolve();
+          },
+        );
       });
     });
     await until(async () => {
@@ -478,6 +495,7 @@ export function storageSuite(t: T, backend: BackendName): void {
       return rows.length === 0;
     }, 'the upload transaction to end');
     await until(async () => (await objectRows(app, 'cut')).length === 0 && storedFiles(app).length === 0, 'nothing left', 10000).catch(() => {});
+    t.ok(started, 'the connection was cut while the upload transaction was open');
     t.same(await objectRows(app, 'cut'), [], 'no row');
     t.equal(await chunkCount(app), 0, 'no chunk');
     t.same(storedFiles(app), [], 'no file (temporary ones included)');
