@@ -1,6 +1,6 @@
 /**
  * Storage scenarios (issue 13): `storage-upload` and `storage-download` of a 64 MiB object
- * (16 MiB with --quick)
+ * (32 MiB with --quick)
  * on the disk and database back ends, in MB/s against a bare fastify route that streams the
  * same bytes to and from a file (storage-baseline.ts, the limit); and the memory figure:
  * how much the service's RSS grows while one 1 GiB object (64 MiB with --quick) goes up
@@ -119,8 +119,8 @@ async function mintUserToken(secret: string): Promise<string> {
 const mbps = (bytes: number, seconds: number) => bytes / MiB / seconds;
 
 export async function runStorageScenario(kind: 'upload' | 'download', quick: boolean): Promise<CustomResult> {
-  // --quick keeps the whole bench short: 16 MiB transfers and a 64 MiB memory figure.
-  const OBJECT = (quick ? 16 : 64) * MiB;
+  // --quick keeps the whole bench short: 32 MiB transfers and a 64 MiB memory figure.
+  const OBJECT = (quick ? 32 : 64) * MiB;
   const db = await cloneTemplate('bench_storage_');
   const dataDir = mkdtempSync(join(tmpdir(), 'plinth-bench-storage-'));
   const children: Child[] = [];
@@ -155,7 +155,7 @@ export async function runStorageScenario(kind: 'upload' | 'download', quick: boo
       if (res.status !== 201) throw new Error(`bucket create on ${b}: ${res.status} ${await res.text()}`);
     }
 
-    const rounds = quick ? 1 : 3;
+    const rounds = quick ? 2 : 3;
     const perSlice = 1;
     let seq = 0;
     const sideBaseline = async (): Promise<{ bytes: number; seconds: number }> => {
