@@ -20,10 +20,11 @@ import { authArea } from './auth/index.ts';
 import { webhooksArea } from './webhooks/index.ts';
 import { functionsArea } from './functions/index.ts';
 import { liveArea } from './live/index.ts';
+import { storageArea } from './storage/index.ts';
 
 export type { Area, Deps };
 
-export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea, liveArea];
+export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea, liveArea, storageArea];
 
 export interface ServiceOptions {
   databaseUrl: string;

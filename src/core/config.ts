@@ -54,8 +54,10 @@ export interface Config {
   authRateLimit: number;
   anonymousRateLimit: number;
   maxBatchOperations: number;
-  storageBackend: 'database' | 'disk';
+  storageBackend: 'database' | 'disk' | 's3';
   storageDir: string;
+  /** The s3 back end (STORAGE_BACKEND=s3): any S3-compatible store. */
+  s3: S3Config | null;
   enableSqlEndpoint: boolean;
   enableDemoEndpoint: boolean;
   requireAuthenticatedWs: boolean;
@@ -94,6 +96,32 @@ export interface Config {
   logLevel: string;
   shadowDatabaseUrl: string | null;
   rootDatabaseUrl: string | null;
+}
+
+export interface S3Config {
+  /** Unset: AWS's own endpoint for the region. */
+  endpoint: string | null;
+  bucket: string;
+  region: string;
+  /** Unset: the AWS SDK's default credential chain. */
+  accessKeyId: string | null;
+  secretAccessKey: string | null;
+  forcePathStyle: boolean;
+}
+
+function s3Config(env: Env, backend: string): S3Config | null {
+  const endpoint = url(env, 'S3_ENDPOINT') ?? null;
+  const bucket = str(env, 'S3_BUCKET');
+  const accessKeyId = str(env, 'S3_ACCESS_KEY_ID') ?? null;
+  const secretAccessKey = str(env, 'S3_SECRET_ACCESS_KEY') ?? null;
+  const forcePathStyle = bool(env, 'S3_FORCE_PATH_STYLE', false);
+  const region = str(env, 'S3_REGION') ?? 'us-east-1';
+  if (backend !== 's3') return null;
+  if (bucket === undefined) throw new ConfigError('S3_BUCKET', 'is required when STORAGE_BACKEND=s3');
+  if ((accessKeyId === null) !== (secretAccessKey === null)) {
+    throw new ConfigError(accessKeyId === null ? 'S3_ACCESS_KEY_ID' : 'S3_SECRET_ACCESS_KEY', 'must be set together with its pair');
+  }
+  return Object.freeze({ endpoint, bucket, region, accessKeyId, secretAccessKey, forcePathStyle });
 }
 
 /** Config plus the settled secrets: what the running service uses. */
@@ -239,8 +267,8 @@ export function parseConfig(env: Env = process.env): Config {
   }
 
   const storageBackend = str(env, 'STORAGE_BACKEND') ?? 'database';
-  if (storageBackend !== 'database' && storageBackend !== 'disk') {
-    throw new ConfigError('STORAGE_BACKEND', 'must be database or disk');
+  if (storageBackend !== 'database' && storageBackend !== 'disk' && storageBackend !== 's3') {
+    throw new ConfigError('STORAGE_BACKEND', 'must be database, disk or s3');
   }
 
   const allowedOrigins = (str(env, 'ALLOWED_ORIGINS') ?? '')
@@ -275,6 +303,7 @@ export function parseConfig(env: Env = process.env): Config {
     maxBatchOperations: int(env, 'MAX_BATCH_OPERATIONS', 20, 1),
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),
+    s3: s3Config(env, storageBackend),
     enableSqlEndpoint: bool(env, 'ENABLE_SQL_ENDPOINT', false),
     enableDemoEndpoint: bool(env, 'ENABLE_DEMO_ENDPOINT', false),
     requireAuthenticatedWs: bool(env, 'REQUIRE_AUTHENTICATED_WS', false),

@@ -74,7 +74,7 @@ if (only) for (const n of only) if (!SCENARIOS.some((s) => s.name === n)) throw 
 const profDir = args['cpu-prof'] || args['cpu-prof-dir'] ? resolve(args['cpu-prof-dir'] ?? mkdtempSync(join(tmpdir(), 'plinth-bench-prof-'))) : null;
 
 // Hard bound: whatever happens, the run stops.
-const HARD_LIMIT_S = args.quick ? 90 : 300;
+const HARD_LIMIT_S = args.quick ? 150 : 600; // storage's MB/s and 1 GiB memory scenarios included
 const hardStop = setTimeout(() => {
   console.error(`bench: still running after ${HARD_LIMIT_S} s; stopping`);
   void cleanup().finally(() => process.exit(1));
@@ -100,6 +100,7 @@ interface Row {
   eld_p99_ms: number | null;
   non2xx_share: number | null;
   note?: string;
+  extra?: Record<string, unknown>;
 }
 
 let db: BenchDatabase | null = null;
@@ -201,7 +202,8 @@ async function runCustom(s: CustomScenario, ctx: Ctx): Promise<Row> {
   await service!.resetStats();
   const r = await s.run({ serviceUrl: ctx.serviceUrl, serviceRoleKey: ctx.serviceRoleKey, anonKey: ctx.env.anonKey, dbUrl: db!.url, quick: args.quick, connections: CONNECTIONS });
   const st = await service!.stats();
-  Object.assign(row, { baseline_rps: null, ratio: null, rate_rps: null, non2xx_share: 0, ...r, rss_mb: st.rss_mb, elu: Math.round(st.elu * 100) / 100, eld_p99_ms: st.eld_p99_ms });
+  Object.assign(row, { baseline_rps: null, ratio: null, rate_rps: null, non2xx_share: 0, ...r, rss_mb: r.rss_mb ?? st.rss_mb, elu: Math.round(st.elu * 100) / 100, eld_p99_ms: st.eld_p99_ms });
+  if (row.ratio === null && r.rps !== null && r.baseline_rps) row.ratio = Math.round((r.rps / r.baseline_rps) * 100) / 100;
   if (r.status !== undefined) row.status = r.status;
   else if (s.target.kind === 'ratio') row.status = row.ratio === null ? 'INFO' : row.ratio >= s.target.min ? 'PASS' : 'MISS';
   else if (s.target.kind === 'rps') row.status = r.rps !== null && r.rps >= s.target.min ? 'PASS' : 'MISS';
@@ -508,6 +510,7 @@ async function main(): Promise<number> {
         eld_p99_ms: r.eld_p99_ms,
         non2xx_share: r.non2xx_share,
         ...(r.note ? { note: r.note } : {}),
+        ...(r.extra ? { extra: r.extra } : {}),
       })),
     };
     writeFileSync(resolve(args.json), JSON.stringify(out, null, 2) + '\n');

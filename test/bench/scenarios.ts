@@ -9,6 +9,7 @@ import type { RequestSpec, Traffic } from './load.ts';
 import { WEBHOOK_SCENARIOS } from './webhooks.ts';
 import { FUNCTION_SCENARIOS } from './functions.ts';
 import { LIVE_SCENARIOS } from './live.ts';
+import { STORAGE_SCENARIOS } from './storage.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -65,6 +66,10 @@ export interface RunResult {
   rate_rps?: number;
   non2xx_share?: number;
   note?: string;
+  /** The RSS figure, when the scenario ran processes of its own (storage). */
+  rss_mb?: number | null;
+  /** Further figures for the JSON output (storage: per back end). */
+  extra?: Record<string, unknown>;
 }
 
 /** A scenario that is not an HTTP load beside a baseline process (e.g. webhook deliveries). */
@@ -254,6 +259,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
   ...WEBHOOK_SCENARIOS,
   ...FUNCTION_SCENARIOS,
   ...LIVE_SCENARIOS,
+  ...STORAGE_SCENARIOS,
 ];
 
 /**
@@ -261,4 +267,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'live-latency', 'broadcast-fanout', 'live-write-cost'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'live-latency', 'broadcast-fanout', 'live-write-cost', 'storage-upload', 'storage-download'];

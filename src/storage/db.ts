@@ -1,0 +1,109 @@
+/**
+ * Typed wrappers, one per SQL entry function of sql/fixtures/storage/functions.sql. Each
+ * runs as the calling role (`withContext`: one statement, one transaction, one round trip;
+ * uploads use the transaction they are given). Outcomes are data: the routes switch on
+ * `status` exhaustively.
+ */
+import type { Db, RequestContext, ReservedSql } from '../core/db.ts';
+import { pgErrorToAppError } from '../core/errors.ts';
+
+async function run<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    throw pgErrorToAppError(err, { trusted: true });
+  }
+}
+
+export type CreateBucketResult = { status: 'ok'; body: string } | { status: 'exists'; body: null };
+
+export async function createBucket(
+  db: Db,
+  ctx: RequestContext,
+  b: { id: string; public: boolean; fileSizeLimit: number | null; allowedMimeTypes: string[] | null },
+): Promise<CreateBucketResult> {
+  const [r] = await run(
+    db.withContext(ctx, (c) => c`select status, body from storage.create_bucket(${b.id}, ${b.public}, ${b.fileSizeLimit}::bigint, ${b.allowedMimeTypes}::text[])`),
+  );
+  return r as unknown as CreateBucketResult;
+}
+
+export async function listBuckets(db: Db, ctx: RequestContext): Promise<string> {
+  const [r] = await run(db.withContext(ctx, (c) => c`select storage.list_buckets() as body`));
+  return r.body as string;
+}
+
+export type DeleteBucketStatus = 'ok' | 'not_found' | 'not_empty';
+
+export async function deleteBucket(db: Db, ctx: RequestContext, id: string): Promise<DeleteBucketStatus> {
+  try {
+    const [r] = await db.withContext(ctx, (c) => c`select storage.delete_bucket(${id}) as status`);
+    return r.status as DeleteBucketStatus;
+  } catch (err) {
+    // An upload into the bucket committed between the check and the delete.
+    if ((err as { code?: string }).code === '23503') return 'not_empty';
+    throw pgErrorToAppError(err, { trusted: true });
+  }
+}
+
+export type BeginUploadStatus = 'ok' | 'bucket_not_found' | 'too_large' | 'mime_not_allowed' | 'exists' | 'forbidden';
+
+export interface BeginUpload {
+  status: BeginUploadStatus;
+  object_id: string | null;
+  file_size_limit: string | null;
+  replaced: string | null;
+}
+
+export async function beginUpload(
+  tx: ReservedSql,
+  u: { bucket: string; name: string; mimeType: string; declaredSize: number | null; upsert: boolean },
+): Promise<BeginUpload> {
+  const [r] = await run(
+    tx<BeginUpload[]>`select status, object_id, file_size_limit, replaced
+      from storage.begin_upload(${u.bucket}, ${u.name}, ${u.mimeType}, ${u.declaredSize}::bigint, ${u.upsert})`,
+  );
+  return r;
+}
+
+export async function finishUpload(tx: ReservedSql, id: string, size: number, etag: string): Promise<'ok' | 'too_large'> {
+  const [r] = await run(tx<{ status: 'ok' | 'too_large' }[]>`select storage.finish_upload(${id}::uuid, ${size}::bigint, ${etag}) as status`);
+  return r.status;
+}
+
+export interface ObjectMeta {
+  status: 'ok' | 'not_found' | 'bucket_not_found';
+  id: string | null;
+  size: string | null;
+  mime_type: string | null;
+  etag: string | null;
+  updated_at: Date | null;
+  public: boolean | null;
+}
+
+export async function getObject(db: Db, ctx: RequestContext, bucket: string, name: string): Promise<ObjectMeta> {
+  const [r] = await run(
+    db.withContext(ctx, (c) => c`select status, id, size, mime_type, etag, updated_at, public from storage.get_object(${bucket}, ${name})`),
+  );
+  return r as unknown as ObjectMeta;
+}
+
+export async function listObjects(
+  db: Db,
+  ctx: RequestContext,
+  bucket: string,
+  prefix: string,
+): Promise<{ status: 'ok'; body: string } | { status: 'bucket_not_found'; body: null }> {
+  const [r] = await run(db.withContext(ctx, (c) => c`select status, body from storage.list_objects(${bucket}, ${prefix})`));
+  return r as unknown as { status: 'ok'; body: string };
+}
+
+export async function deleteObject(
+  db: Db,
+  ctx: RequestContext,
+  bucket: string,
+  name: string,
+): Promise<{ status: 'ok' | 'not_found' | 'bucket_not_found' | 'forbidden'; id: string | null }> {
+  const [r] = await run(db.withContext(ctx, (c) => c`select status, id from storage.delete_object(${bucket}, ${name})`));
+  return r as unknown as { status: 'ok' | 'not_found' | 'bucket_not_found' | 'forbidden'; id: string | null };
+}
