@@ -52,7 +52,9 @@ try {
     embedded = await startEmbedded(config.dataDir, log);
     databaseUrl = embedded.url;
   }
-  if (config.migrateOnStart) await runAllMigrations(databaseUrl, config.anonymousRole, log);
+  if (config.migrateOnStart) {
+    await runAllMigrations(databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword });
+  }
   await checkDatabase(databaseUrl, config.anonymousRole);
   service = await startService(config, log, { databaseUrl });
   const lines = [

@@ -84,6 +84,8 @@ export interface Config {
   logLevel: string;
   shadowDatabaseUrl: string | null;
   rootDatabaseUrl: string | null;
+  /** DB_REQUEST_PASSWORD: the request login roles' password, managed by a DBA; null = derived from JWT_SECRET and set by the migrations step. */
+  dbRequestPassword: string | null;
 }
 
 /** Config plus the settled secrets: what the running service uses. */
@@ -283,6 +285,7 @@ export function parseConfig(env: Env = process.env): Config {
     logLevel,
     shadowDatabaseUrl: url(env, 'SHADOW_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
     rootDatabaseUrl: url(env, 'ROOT_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
+    dbRequestPassword: str(env, 'DB_REQUEST_PASSWORD') ?? null,
   });
 }
 

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import postgres from 'postgres';
-import { AUTHENTICATOR_ROLE, Db, type RequestContext } from '../../src/core/db.ts';
+import { Db, type RequestContext } from '../../src/core/db.ts';
 import { createLogger } from '../../src/core/log.ts';
 import { pgErrorToAppError } from '../../src/core/errors.ts';
 import { createTestDatabase } from '../helpers/database.ts';
@@ -45,10 +45,13 @@ t.test('withContext', async (t) => {
   const userRows = await db.withContext(user, (c) => c`select id, body from public.notes order by id`);
   t.same([...userRows], [{ id: 1, body: 'mine' }], 'the user sees only its own rows');
 
-  // The role is local to the transaction: the pooled connection is back to the connecting role.
-  const [after] = await db.sql`select current_user as role, current_setting('request.jwt.claims', true) as claims`;
-  t.not(after.role, 'authenticated');
-  t.ok(after.claims === '' || after.claims === null, 'claims do not leak to the next use of the connection');
+  // The claims are local to the request's transaction: the next request on the lane without
+  // a sub sees none of the previous one's.
+  const [after] = await db.withContext(
+    { role: 'authenticated', claims: '{"role":"authenticated"}', claimsObject: { role: 'authenticated' } },
+    (c) => c`select auth.uid() as uid`,
+  );
+  t.equal(after.uid, null, 'claims do not leak to the next request on the lane');
 
   // A failed statement rolls back and the connection stays usable.
   await t.rejects(db.withContext(anon, (c) => c`insert into public.notes values (3, null, 'x'), (3, null, 'dup')`));
@@ -79,12 +82,16 @@ t.test('withContext', async (t) => {
   );
   t.ok(results.every((r, i) => r[0].r === (i % 2 ? 'authenticated' : 'anon')), 'pipelined contexts stay separate');
 
-  // Lanes idle as plinth_authenticator, which can do nothing: a statement that ever ran
-  // outside its block would fail instead of running as the owner.
-  const stray = postgres(tdb.url, { max: 1, onnotice: () => {}, connection: { role: AUTHENTICATOR_ROLE } });
+  // A connection of a lane's login role, as a lane that reconnected would be: it runs as
+  // its API role at most, and its own login role can read nothing.
+  const stray = postgres({ ...postgres(tdb.url).options, user: 'plinth_anon', max: 1, onnotice: () => {} } as never) as postgres.Sql;
   t.teardown(() => stray.end());
-  const [{ who: idle }] = await stray`select current_user as who`;
-  t.equal(idle, AUTHENTICATOR_ROLE);
-  const denied = await stray`select * from public.notes`.catch((e: unknown) => e);
-  t.equal((denied as { code?: string }).code, '42501', 'the idle role cannot read a table granted to anon');
+  const [{ who: idle, session }] = await stray`select current_user as who, session_user as session`;
+  t.same([idle, session], ['anon', 'plinth_anon'], 'a plain plinth_anon session runs as anon');
+  const denied = await stray`select * from public.secrets`.catch((e: unknown) => e);
+  t.equal((denied as { code?: string }).code, '42501', 'the lane session cannot read what anon cannot');
+  const [{ r }] = await stray`select set_config('role', 'plinth_anon', false) as r`;
+  t.equal(r, 'plinth_anon');
+  const bare = await stray`select * from public.notes`.catch((e: unknown) => e);
+  t.equal((bare as { code?: string }).code, '42501', 'its login role holds no privilege of its own');
 });
