@@ -37,6 +37,7 @@ const C = 0x43; // CommandComplete
 const E = 0x45; // ErrorResponse
 const Z = 0x5a; // ReadyForQuery
 const X = 0x58; // Terminate
+const Q = 0x51; // Query (simple protocol)
 
 /** A Sync of this socket's own (told apart by identity): its ReadyForQuery is dropped. */
 const OWN_SYNC = Buffer.from([S, 0, 0, 0, 4]);
@@ -133,7 +134,11 @@ export class PipelineSocket extends net.Socket {
       } else if (type === P) {
         this.#learn(chunk, i);
       }
-      if (type === S) {
+      if (type === Q) {
+        // A simple Query is a unit of its own: it ends with its own ReadyForQuery.
+        this.#open!.synced = true;
+        this.#open = null;
+      } else if (type === S) {
         const unit = this.#open;
         unit.synced = true;
         this.#open = null;
