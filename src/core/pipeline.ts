@@ -201,9 +201,10 @@ export class PipelineSocket extends net.Socket {
 
   override emit(event: string | symbol, ...args: unknown[]): boolean {
     if (event !== 'data') return super.emit(event, ...args);
-    const out = this.#read(args[0] as Buffer);
-    if (out.length === 0) return true;
-    return super.emit('data', out.length === 1 ? out[0] : Buffer.concat(out));
+    // Each piece holds whole messages (or continues one): the driver takes them one by one
+    // without copying them together.
+    for (const piece of this.#read(args[0] as Buffer)) super.emit('data', piece);
+    return true;
   }
 
   /**
