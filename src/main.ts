@@ -66,7 +66,8 @@ try {
   ];
   process.stdout.write(lines.join('\n') + '\n');
 } catch (err) {
-  log.fatal({ err }, 'start failed');
+  // A problem the operator must fix (EmbeddedError) is one line, without a stack.
+  if (!(err instanceof Error && err.name === 'EmbeddedError')) log.fatal({ err }, 'start failed');
   process.stderr.write(`start failed: ${err instanceof Error ? err.message : String(err)}\n`);
   await service?.close().catch(() => {});
   await embedded?.stop().catch(() => {});

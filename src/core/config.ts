@@ -297,7 +297,8 @@ interface StoredSecret {
 /** Reads or creates a JSON file under DATA_DIR, mode 0600. */
 function readOrCreate<T>(file: string, create: () => T): T {
   if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as T;
-  mkdirSync(join(file, '..'), { recursive: true, mode: 0o700 });
+  // 0711: others may pass through (the embedded PostgreSQL's postgres user, as root) but not list; the files are 0600.
+  mkdirSync(join(file, '..'), { recursive: true, mode: 0o711 });
   const value = create();
   writeFileSync(file, JSON.stringify(value, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
   return value;
