@@ -27,8 +27,19 @@ import net from 'node:net';
 export const CLAIMS_SQL =
   "select pg_catalog.set_config('request.jwt.claims', $1, true), pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true)";
 
-/** The one query porsager/postgres runs by itself on a new connection (array types). */
-const TYPES_MARK = 'select b.oid, b.typarray\n      from pg_catalog.pg_type a';
+/**
+ * The one query porsager/postgres runs by itself on a new connection (array types), exactly
+ * as it sends it (postgres 3.4.x, connection.js fetchArrayTypes). Should a driver update
+ * change it, that query meets the stray rule and fails: loud, never open.
+ */
+const TYPES_SQL = `
+      select b.oid, b.typarray
+      from pg_catalog.pg_type a
+      left join pg_catalog.pg_type b on b.oid = a.typelem
+      where a.typcategory = 'A'
+      group by b.oid, b.typarray
+      order by b.oid
+    `;
 
 const P = 0x50; // Parse
 const B = 0x42; // Bind
@@ -120,6 +131,7 @@ export class PipelineSocket extends net.Socket {
     if (!this.#ready || !Buffer.isBuffer(chunk)) return chunk;
     const out: Buffer[] = [];
     let from = 0;
+    let changed = false;
     for (let i = 0; i < chunk.length; ) {
       const type = chunk[i];
       const end = i + 1 + chunk.readUInt32BE(i + 1);
@@ -130,6 +142,7 @@ export class PipelineSocket extends net.Socket {
         if (kind === 'stray') {
           out.push(chunk.subarray(from, i), POISON);
           from = i;
+          changed = true;
         }
       } else if (type === P) {
         this.#learn(chunk, i);
@@ -152,12 +165,13 @@ export class PipelineSocket extends net.Socket {
           out.push(chunk.subarray(from, i));
           if (end === chunk.length) out.push(FLUSH);
           from = end;
+          changed = true;
           this.#armed = true;
         }
       }
       i = end;
     }
-    if (from === 0) return chunk;
+    if (!changed) return chunk;
     out.push(chunk.subarray(from));
     return Buffer.concat(out);
   }
@@ -192,7 +206,7 @@ export class PipelineSocket extends net.Socket {
       if (name) this.#claimsNames.add(name);
       return 'claims';
     }
-    if (text.includes(TYPES_MARK)) {
+    if (text === TYPES_SQL) {
       if (name) this.#typesNames.add(name);
       return 'types';
     }

@@ -82,6 +82,36 @@ t.test('withContext', async (t) => {
   );
   t.ok(results.every((r, i) => r[0].r === (i % 2 ? 'authenticated' : 'anon')), 'pipelined contexts stay separate');
 
+  // A prepared statement whose result changes after DDL: the driver re-prepares it and
+  // retries it alone, which the lane refuses (no claims); withContext then sends the pair again.
+  await tdb.sql`create table public.shapes (a int)`;
+  await tdb.sql`grant select on public.shapes to authenticated`;
+  await tdb.sql`insert into public.shapes values (1)`;
+  const shapes = () => db.withContext(user, (c) => c`select *, auth.uid() as uid from public.shapes where a = ${1}`);
+  t.same([...(await shapes())], [{ a: 1, uid: userId }]);
+  await tdb.sql`alter table public.shapes add column b int default 2`;
+  t.same([...(await shapes())], [{ a: 1, b: 2, uid: userId }], 'after DDL: the new shape, with the claims');
+
+  // A lane whose backend is killed mid-stream: requests then fail or succeed, never run
+  // without their claims; the lane reconnects by itself.
+  const killer = tdb.sql`select pg_terminate_backend(pid) from pg_stat_activity
+    where usename = 'plinth_authenticated' and datname = current_database()`;
+  const burst = Array.from({ length: 30 }, () =>
+    db.withContext(user, (c) => c`select auth.uid() as uid, ${1}::int as one`).then(
+      (r) => r[0].uid as string,
+      () => 'failed',
+    ),
+  );
+  await killer;
+  const outcomes = await Promise.all(burst);
+  t.ok(outcomes.every((o) => o === userId || o === 'failed'), 'every request either failed or ran with its own claims');
+  let again = 'failed';
+  const until = Date.now() + 10_000;
+  while (again === 'failed' && Date.now() < until) {
+    again = await db.withContext(user, (c) => c`select auth.uid() as uid`).then((r) => r[0].uid as string, () => 'failed');
+  }
+  t.equal(again, userId, 'the lane is back');
+
   // A connection of a lane's login role, as a lane that reconnected would be: it runs as
   // its API role at most, and its own login role can read nothing.
   const stray = postgres({ ...postgres(tdb.url).options, user: 'plinth_anon', max: 1, onnotice: () => {} } as never) as postgres.Sql;
