@@ -112,6 +112,27 @@ t.test('withContext', async (t) => {
   }
   t.equal(again, userId, 'the lane is back');
 
+  // The claims statement itself fails (a NUL byte PostgreSQL refuses in text): the work
+  // is skipped and fails with that error, whether its statement is prepared already or
+  // still being described; nothing is written; the lane goes on.
+  const bad: RequestContext = { role: 'anon', claims: '{"role":"anon","x":"\u0000"}', claimsObject: {} };
+  bad.claims = bad.claims.replace('\\u0000', '\u0000');
+  const ins = (ctx: RequestContext, id: number) =>
+    db.withContext(ctx, (c) => c`insert into public.notes values (${id}, null, 'x')`).then(
+      () => null,
+      (e: { code?: string }) => e.code ?? 'failed',
+    );
+  t.equal(await ins(anon, 19), null, 'the insert works with good claims (and is prepared on the lane now)');
+  t.equal(await ins(bad, 20), '22021', 'claims refused, a prepared statement: the request fails with the claims\' error');
+  const fresh = await db
+    .withContext(bad, (c) => c`insert into public.notes (id, body) values (${21}, 'fresh')`)
+    .then(() => null, (e: { code?: string }) => e.code);
+  t.equal(fresh, '22021', 'claims refused, a statement still being described: the same');
+  const [{ k }] = await tdb.sql`select count(*)::int as k from public.notes where id in (20, 21)`;
+  t.equal(k, 0, 'the skipped work wrote nothing');
+  const fine = await db.withContext(anon, (c) => c`select 1 as one, ${2}::int as two`);
+  t.same([...fine], [{ one: 1, two: 2 }], 'the lane goes on');
+
   // A connection of a lane's login role, as a lane that reconnected would be: it runs as
   // its API role at most, and its own login role can read nothing.
   const stray = postgres({ ...postgres(tdb.url).options, user: 'plinth_anon', max: 1, onnotice: () => {} } as never) as postgres.Sql;
