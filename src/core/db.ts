@@ -124,7 +124,12 @@ class RoleLanes {
       // The session role is the API role (set on the login role as well; this makes it so
       // even where a DBA left that out).
       connection: { application_name: this.applicationName, role: this.apiRole },
-      ...(pipelined ? { socket: ({ host, port }: { host: string[]; port: number[] }) => new PipelineSocket().connect(port[0], host[0]) } : {}),
+      ...(pipelined
+        ? {
+            socket: (o: { host: string[]; port: number[]; path?: string | false }) =>
+              o.path ? new PipelineSocket().connect(o.path) : new PipelineSocket().connect(o.port[0], o.host[0]),
+          }
+        : {}),
     } as postgres.Options<Record<string, never>>) as unknown as Sql;
   }
 
