@@ -5,14 +5,17 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { devDatabases } from './dev-env.ts';
-import { parseConfig } from '../src/core/config.ts';
+import { loadConfig } from '../src/core/config.ts';
 import { createLogger } from '../src/core/log.ts';
 import { runAllMigrations } from '../src/core/migrate.ts';
 
 const dbs = await devDatabases();
 // graphile-worker's schema and the committed migrations first; watch then owns current.sql.
-const config = parseConfig(process.env);
-await runAllMigrations(dbs.url, config.anonymousRole, createLogger(config.logLevel));
+const config = await loadConfig(process.env);
+await runAllMigrations(dbs.url, config.anonymousRole, createLogger(config.logLevel), {
+  secret: config.secret,
+  requestPassword: config.dbRequestPassword,
+});
 const env = {
   ...process.env,
   DATABASE_URL: dbs.url,

@@ -66,7 +66,9 @@ try {
     embedded = await startEmbedded(config.dataDir, log);
     databaseUrl = embedded.url;
   }
-  if (config.migrateOnStart) await runAllMigrations(databaseUrl, config.anonymousRole, log);
+  if (config.migrateOnStart) {
+    await runAllMigrations(databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword });
+  }
   await checkDatabase(databaseUrl, config.anonymousRole);
   service = await startService(config, log, { databaseUrl });
   const lines = [
@@ -78,7 +80,8 @@ try {
   ];
   process.stdout.write(lines.join('\n') + '\n');
 } catch (err) {
-  log.fatal({ err }, 'start failed');
+  // A problem the operator must fix (EmbeddedError) is one line, without a stack.
+  if (!(err instanceof Error && err.name === 'EmbeddedError')) log.fatal({ err }, 'start failed');
   process.stderr.write(`start failed: ${err instanceof Error ? err.message : String(err)}\n`);
   await service?.close().catch(() => {});
   await embedded?.stop().catch(() => {});

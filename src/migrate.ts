@@ -2,13 +2,13 @@
  * `npm run migrate`: run pending migrations alone (DBA-led operation), against
  * DATABASE_URL or the embedded PostgreSQL.
  */
-import { ConfigError, parseConfig } from './core/config.ts';
+import { ConfigError, loadConfig } from './core/config.ts';
 import { createLogger } from './core/log.ts';
 import { runAllMigrations } from './core/migrate.ts';
 
 let config;
 try {
-  config = parseConfig(process.env);
+  config = await loadConfig(process.env);
 } catch (err) {
   if (err instanceof ConfigError) {
     process.stderr.write(err.message + '\n');
@@ -26,7 +26,7 @@ try {
     stop = embedded.stop;
     url = embedded.url;
   }
-  await runAllMigrations(url, config.anonymousRole, log);
+  await runAllMigrations(url, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword });
   process.stdout.write('migrations are up to date\n');
   await stop();
 } catch (err) {

@@ -51,7 +51,14 @@ export interface Service {
 
 export async function startService(config: RuntimeConfig, log: Logger, opts: ServiceOptions): Promise<Service> {
   const areas = opts.areas ?? AREAS;
-  const db = new Db({ url: opts.databaseUrl, poolSize: config.dbPoolSize, log });
+  const db = new Db({
+    url: opts.databaseUrl,
+    poolSize: config.dbPoolSize,
+    log,
+    anonymousRole: config.anonymousRole,
+    requestPassword: config.dbRequestPassword,
+    secret: config.secret,
+  });
   const deps: Deps = { config, db, log, credentials: new Credentials(config) };
   const app = buildHttp(config, log);
   let worker: Worker | null = null;
@@ -95,7 +102,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     async cut() {
       const requests = inFlightRequests(app);
       app.server.closeAllConnections();
-      await db.cancelInFlight();
+      await db.cancelAll().catch(() => 0);
       return requests;
     },
   };

@@ -14,20 +14,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Deps } from '../core/area.ts';
 import { AppError } from '../core/errors.ts';
-import { startSession, type SessionGrant } from './db.ts';
+import { startSession, type SessionGrant, type User } from './db.ts';
 import { newOpaqueToken, signAccessToken, type AccessTokenClaims, type OpaqueToken } from './tokens.ts';
 
-/** The User object of the wire (interface §2.1); built by `auth_private.user_json`. */
-export interface User {
-  id: string;
-  email: string | null;
-  role: string;
-  user_metadata: Record<string, unknown>;
-  created_at: string;
-  updated_at: string;
-  /** OAuth users only. */
-  provider?: string;
-}
+// The User type lives in ./db.ts (which sessions.ts imports), so the two files form no cycle.
+export type { User } from './db.ts';
 
 export interface Session {
   access_token: string;

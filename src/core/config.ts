@@ -96,6 +96,8 @@ export interface Config {
   logLevel: string;
   shadowDatabaseUrl: string | null;
   rootDatabaseUrl: string | null;
+  /** DB_REQUEST_PASSWORD: the request login roles' password, managed by a DBA; null = derived from JWT_SECRET and set by the migrations step. */
+  dbRequestPassword: string | null;
 }
 
 export interface S3Config {
@@ -337,6 +339,7 @@ export function parseConfig(env: Env = process.env): Config {
     logLevel,
     shadowDatabaseUrl: url(env, 'SHADOW_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
     rootDatabaseUrl: url(env, 'ROOT_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
+    dbRequestPassword: str(env, 'DB_REQUEST_PASSWORD') ?? null,
   });
 }
 
@@ -348,7 +351,8 @@ interface StoredSecret {
 /** Reads or creates a JSON file under DATA_DIR, mode 0600. */
 function readOrCreate<T>(file: string, create: () => T): T {
   if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as T;
-  mkdirSync(join(file, '..'), { recursive: true, mode: 0o700 });
+  // 0711: others may pass through (the embedded PostgreSQL's postgres user, as root) but not list; the files are 0600.
+  mkdirSync(join(file, '..'), { recursive: true, mode: 0o711 });
   const value = create();
   writeFileSync(file, JSON.stringify(value, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
   return value;

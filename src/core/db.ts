@@ -1,14 +1,24 @@
 /**
- * The database: one request pool (porsager/postgres), one LISTEN connection for cache
- * reloads, and `withContext`, which runs work as the request's role with its claims.
+ * The database: the owner pool (migrations' role: the service's own auth/admin/webhook/
+ * storage functions, `/api/sql`), one LISTEN connection for cache reloads, and the request
+ * lanes, where `withContext` and `transactionWithContext` run work as the caller.
  *
- * Role and claims must be set in a statement *before* the work: PostgreSQL checks
- * privileges and RLS as the role current when a statement starts. To keep one round
- * trip, `begin`, `set_config(...)`, the work and `commit` are written to one reserved
- * connection together, without awaiting in between (pipelining; `prepare: true`).
+ * Request work never runs on an owner connection. Each API role has its own LOGIN role
+ * (LOGIN_ROLES: plinth_anon, plinth_authenticated, plinth_service, plinth_guest), NOINHERIT,
+ * owning nothing, a member of that one API role only, whose session role is the API role.
+ * PostgreSQL checks SET ROLE and set_config('role', …) against the session user, so SQL
+ * running as anon can become anon or plinth_anon (no privileges), never the owner or another
+ * API role. A request goes to a lane of its role; only the claims (and the role's statement
+ * timeout) are set per request, in a statement before the work, local to its transaction.
+ *
+ * One Sync per request: on a lane the claims statement and the work go out as one
+ * extended-protocol pipeline ending in a single Sync, one implicit transaction (see
+ * pipeline.ts); `prepare: true` everywhere.
  */
+import { hkdfSync, randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
+import { CLAIMS_SQL, PipelineSocket } from './pipeline.ts';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 export type ReservedSql = postgres.ReservedSql<Record<string, never>>;
@@ -23,62 +33,119 @@ export interface RequestContext {
   claimsObject: Readonly<Record<string, unknown>>;
 }
 
-/** The channel every cache listens on; the payload names the cache (`rest`, `functions`, `live` …). */
+/** The channel every cache listens on; the payload names the cache (`rest`, `functions`, `live`, `roles` …). */
 export const CACHE_CHANNEL = 'plinth_cache';
+
+/** The login role of each API role's lanes; the guest role (ANONYMOUS_ROLE) logs in as `plinth_guest`. */
+export const LOGIN_ROLES: Readonly<Record<string, string>> = Object.freeze({
+  anon: 'plinth_anon',
+  authenticated: 'plinth_authenticated',
+  service_role: 'plinth_service',
+});
+export const GUEST_LOGIN_ROLE = 'plinth_guest';
+
+/** The login role for an API role, or null when it is not one of the four. */
+export function loginRoleFor(apiRole: string, anonymousRole: string): string | null {
+  return LOGIN_ROLES[apiRole] ?? (apiRole === anonymousRole ? GUEST_LOGIN_ROLE : null);
+}
+
+/**
+ * The password of a login role when configuration names none (DB_REQUEST_PASSWORD unset):
+ * HKDF of JWT_SECRET, like the email seal key, so the operator keeps one secret.
+ */
+export function deriveLoginPassword(secret: string, loginRole: string): string {
+  return Buffer.from(hkdfSync('sha256', secret, 'plinth', `plinth request login role ${loginRole} v1`, 32)).toString('base64url');
+}
 
 export interface DbOptions {
   url: string;
-  /** Lanes of `withContext` (DB_POOL_SIZE); the service's own pool has as many connections. */
+  /** Lanes of `withContext` per API role (DB_POOL_SIZE); the owner pool has as many connections. */
   poolSize: number;
   log: Logger;
   /** Application name shown in pg_stat_activity. */
   applicationName?: string;
+  /** ANONYMOUS_ROLE: its lanes log in as plinth_guest (default `anonymous`). */
+  anonymousRole?: string;
+  /**
+   * The login roles' password: a fixed one (DB_REQUEST_PASSWORD), or derived from this
+   * secret (JWT_SECRET). Neither: no password (trust or peer authentication, as in tests).
+   */
+  requestPassword?: string | null;
+  secret?: string;
 }
 
-/**
- * The lanes of `withContext`. Each lane is one connection (a `max: 1` pool, which lets the
- * driver pipeline and reconnect by itself) carrying many requests' blocks back to back;
- * blocks written in the same tick leave in one socket write, which is where the
- * throughput comes from (one reserved connection per request cost about half).
- *
- * Safety: a lane connects with `role=plinth_authenticator`, a role with no privileges. If a
- * connection dies in the middle of a block, the rest of it may reach the reconnected
- * session without its BEGIN and role: it then runs as plinth_authenticator and fails,
- * instead of running as the connecting (owner) role. After each COMMIT the role reverts to
- * plinth_authenticator too.
- */
-export const AUTHENTICATOR_ROLE = 'plinth_authenticator';
-/** Blocks in flight on one lane: 4 statements each stays under the driver's 100-statement pipeline. */
-const LANE_DEPTH = 24;
+/** Blocks in flight on one lane: 2 queries each stays well under the driver's 100-query pipeline. */
+const LANE_DEPTH = 16;
+
+/** The driver retries these by itself, alone: on a lane that retry is refused (no claims), so withContext retries the pair. */
+const RETRY_ROUTINES = new Set(['FetchPreparedStatement', 'RevalidateCachedQuery', 'transformAssignedExpr']);
 
 interface Lane {
   sql: Sql;
   inflight: number;
 }
 
-class Lanes {
+function usesTls(url: string): boolean {
+  const q = new URL(url).searchParams;
+  const mode = q.get('sslmode') ?? q.get('ssl');
+  return mode !== null && mode !== 'disable' && mode !== 'false';
+}
+
+/** Everything of one API role: its lanes (pipelined single requests) and its transaction pool. */
+class RoleLanes {
   private readonly lanes: Lane[];
   private readonly waiting: Array<(lane: Lane) => void> = [];
+  private txnPool: Sql | null = null;
+  /** Without TLS the lanes use PipelineSocket (one Sync per request); with TLS, begin … commit. */
+  readonly pipelined: boolean;
 
-  constructor(url: string, count: number, applicationName: string) {
-    this.lanes = Array.from({ length: count }, () => ({
-      inflight: 0,
-      sql: postgres(url, {
-        max: 1,
-        prepare: true,
-        connect_timeout: 2,
-        idle_timeout: 60,
-        max_lifetime: 60 * 30,
-        onnotice: () => {},
-        connection: { application_name: applicationName, role: AUTHENTICATOR_ROLE },
-      }) as Sql,
-    }));
+  private readonly url: string;
+  private readonly count: number;
+  private readonly applicationName: string;
+  readonly apiRole: string;
+
+  constructor(url: string, count: number, applicationName: string, apiRole: string) {
+    this.url = url;
+    this.count = count;
+    this.applicationName = applicationName;
+    this.apiRole = apiRole;
+    this.pipelined = !usesTls(url);
+    this.lanes = Array.from({ length: count }, () => ({ inflight: 0, sql: this.connect(1, this.pipelined) }));
+  }
+
+  private connect(max: number, pipelined: boolean): Sql {
+    return postgres(this.url, {
+      max,
+      prepare: true,
+      connect_timeout: 2,
+      idle_timeout: 60,
+      max_lifetime: 60 * 30,
+      onnotice: () => {},
+      // The session role is the API role (set on the login role as well; this makes it so
+      // even where a DBA left that out).
+      connection: { application_name: this.applicationName, role: this.apiRole },
+      ...(pipelined
+        ? {
+            socket: (o: { host: string[]; port: number[]; path?: string | false }) =>
+              o.path ? new PipelineSocket().connect(o.path) : new PipelineSocket().connect(o.port[0], o.host[0]),
+          }
+        : {}),
+    } as postgres.Options<Record<string, never>>) as unknown as Sql;
+  }
+
+  get txn(): Sql {
+    return (this.txnPool ??= this.connect(this.count, false));
   }
 
   /** The least busy lane with room, or null when every lane is full. */
   acquire(): Lane | null {
     let best: Lane | null = null;
-    for (const l of this.lanes) if (l.inflight < LANE_DEPTH && (best === null || l.inflight < best.inflight)) best = l;
+    for (const l of this.lanes) {
+      if (l.inflight < LANE_DEPTH && (best === null || l.inflight < best.inflight)) {
+        best = l;
+        if (l.inflight === 0) break;
+      }
+    }
     if (best) best.inflight++;
     return best;
   }
@@ -93,25 +160,32 @@ class Lanes {
     else lane.inflight--;
   }
 
-  async end(): Promise<void> {
-    await Promise.all(this.lanes.map((l) => l.sql.end({ timeout: 5 })));
+  async end(timeout: number): Promise<void> {
+    await Promise.all([...this.lanes.map((l) => l.sql.end({ timeout })), this.txnPool?.end({ timeout })]);
   }
 }
 
 export class Db {
-  /** The service's own pool (auth, admin, webhooks, jobs): runs as the connecting role. */
+  /** The owner pool (auth, admin, webhooks, storage, jobs, /api/sql): runs as the connecting role. */
   readonly sql: Sql;
-  private readonly lanes: Lanes;
+  private readonly roles = new Map<string, RoleLanes>();
+  private readonly opts: DbOptions;
   private readonly log: Logger;
+  private readonly anonymousRole: string;
+  /** Tags this instance's request connections in pg_stat_activity (for cancelAll). */
+  readonly requestApplicationName: string;
   private readonly cacheHandlers = new Map<string, Set<() => void | Promise<void>>>();
   private listening: Promise<unknown> | null = null;
   private listenHandle: { unlisten(): Promise<void> } | null = null;
   private ended = false;
-  /** Request statements in flight, for `cancelInFlight` (the shutdown deadline). */
-  private readonly inFlight = new Set<{ cancel(): unknown }>();
+  /** statement_timeout per API role, from `alter role … set statement_timeout` (null: none). */
+  private timeouts: Map<string, string | null> | null = null;
+  private timeoutsLoading: Promise<Map<string, string | null>> | null = null;
 
   constructor(opts: DbOptions) {
+    this.opts = opts;
     this.log = opts.log;
+    this.anonymousRole = opts.anonymousRole ?? 'anonymous';
     this.sql = postgres(opts.url, {
       max: opts.poolSize,
       prepare: true,
@@ -121,53 +195,106 @@ export class Db {
       onnotice: () => {},
       connection: { application_name: opts.applicationName ?? 'plinth' },
     }) as Sql;
-    this.lanes = new Lanes(opts.url, opts.poolSize, `${opts.applicationName ?? 'plinth'}-requests`);
+    this.requestApplicationName = `${opts.applicationName ?? 'plinth'}-requests-${randomBytes(4).toString('hex')}`;
+    this.onCacheReload('roles', () => this.reloadTimeouts());
+  }
+
+  /** The lanes of an API role (created on first use). */
+  private lanesFor(apiRole: string): RoleLanes {
+    let r = this.roles.get(apiRole);
+    if (r) return r;
+    const login = loginRoleFor(apiRole, this.anonymousRole);
+    if (login === null) throw new Error(`no request lane for the role "${apiRole}"`);
+    const u = new URL(this.opts.url);
+    u.username = login;
+    const password =
+      this.opts.requestPassword ?? (this.opts.secret !== undefined ? deriveLoginPassword(this.opts.secret, login) : null);
+    u.password = password === null ? '' : encodeURIComponent(password);
+    r = new RoleLanes(u.toString(), this.opts.poolSize, this.requestApplicationName, apiRole);
+    this.roles.set(apiRole, r);
+    return r;
+  }
+
+  /** The statement timeout of an API role, loaded once (and again on a `roles` cache reload). */
+  private timeoutFor(apiRole: string): string | null | Promise<string | null> {
+    if (this.timeouts) return this.timeouts.get(apiRole) ?? null;
+    return this.loadTimeouts().then(
+      (m) => m.get(apiRole) ?? null,
+      () => null,
+    );
+  }
+
+  private loadTimeouts(): Promise<Map<string, string | null>> {
+    this.timeoutsLoading ??= (async () => {
+      try {
+        const roles = [...Object.keys(LOGIN_ROLES), this.anonymousRole];
+        // A database-specific setting wins over a global one, as at login.
+        const rows = await this.sql<{ rolname: string; timeout: string | null }[]>`
+          select r.rolname,
+                 (select substr(c, length('statement_timeout=') + 1)
+                    from pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
+                   where s.setrole = r.oid and c like 'statement\_timeout=%'
+                     and s.setdatabase in (0, (select oid from pg_catalog.pg_database where datname = pg_catalog.current_database()))
+                   order by s.setdatabase desc limit 1) as timeout
+            from pg_catalog.pg_roles r
+           where r.rolname = any(${roles})`;
+        const m = new Map<string, string | null>(rows.map((r) => [r.rolname, r.timeout]));
+        this.timeouts = m;
+        return m;
+      } finally {
+        this.timeoutsLoading = null;
+      }
+    })();
+    return this.timeoutsLoading;
+  }
+
+  private async reloadTimeouts(): Promise<void> {
+    await this.loadTimeouts();
   }
 
   /**
    * Run one statement as `ctx.role` with `ctx.claims`, in one transaction and one round
-   * trip. `work` must return the (not yet awaited) query; it is written right behind the
-   * role setup and followed by COMMIT, all in the same tick, so the four statements form
-   * one contiguous block on one lane. If the work fails, the COMMIT of the aborted
-   * transaction rolls it back.
+   * trip. `work` must return the (not yet awaited) query, built on the `c` it is given; it
+   * is written right behind the claims statement, in the same tick, and both end in one
+   * Sync. If the claims statement fails, the work is not run.
    */
   async withContext<R extends postgres.Row = postgres.Row>(
     ctx: RequestContext,
     work: (c: Sql) => postgres.PendingQuery<R[]>,
   ): Promise<postgres.RowList<R[]>> {
-    const lane = this.lanes.acquire() ?? (await this.lanes.wait());
+    const lanes = this.lanesFor(ctx.role);
+    let timeout = this.timeoutFor(ctx.role);
+    if (typeof timeout === 'object' && timeout !== null) timeout = await timeout;
+    const lane = lanes.acquire() ?? (await lanes.wait());
     try {
-      const c = lane.sql;
-      const w = work(c);
-      this.inFlight.add(w);
-      const results = await Promise.allSettled([
-        c`begin`.execute(),
-        c`select set_config('role', ${ctx.role}, true), set_config('request.jwt.claims', ${ctx.claims}, true)`.execute(),
-        w.execute(),
-        c`commit`.execute(),
-      ]).finally(() => this.inFlight.delete(w));
-      for (const r of results) if (r.status === 'rejected') throw r.reason;
-      return (results[2] as PromiseFulfilledResult<postgres.RowList<R[]>>).value;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return lanes.pipelined ? await pipelined(lane.sql, ctx, timeout, work) : await blocked(lane.sql, ctx, timeout, work);
+        } catch (err) {
+          // A prepared statement the driver had to re-prepare (after DDL): it dropped it,
+          // so the pair goes again once.
+          if (attempt === 0 && RETRY_ROUTINES.has((err as { routine?: string })?.routine ?? '')) continue;
+          throw err;
+        }
+      }
     } finally {
-      this.lanes.release(lane);
+      lanes.release(lane);
     }
   }
 
   /**
-   * Several statements in one transaction as `ctx.role` (batch, storage). The role setup is
-   * pipelined in front of the first statement `fn` sends; COMMIT follows when `fn` resolves,
-   * ROLLBACK when it throws.
+   * Several statements in one transaction as `ctx.role` (batch, storage), on the role's
+   * transaction pool (same login role as its lanes). The claims are pipelined in front of
+   * the first statement `fn` sends; COMMIT follows when `fn` resolves, ROLLBACK when it
+   * throws.
    */
   async transactionWithContext<T>(ctx: RequestContext, fn: (c: ReservedSql) => Promise<T>): Promise<T> {
-    const c = await this.sql.reserve();
-    // Cancelling the (finished) BEGIN cancels whatever statement its connection runs then.
-    const begin = c`begin`;
-    this.inFlight.add(begin);
+    const lanes = this.lanesFor(ctx.role);
+    let timeout = this.timeoutFor(ctx.role);
+    if (typeof timeout === 'object' && timeout !== null) timeout = await timeout;
+    const c = await lanes.txn.reserve();
     try {
-      const setup = Promise.all([
-        begin.execute(),
-        c`select set_config('role', ${ctx.role}, true), set_config('request.jwt.claims', ${ctx.claims}, true)`.execute(),
-      ]);
+      const setup = Promise.all([c`begin`.execute(), c.unsafe(CLAIMS_SQL, [ctx.claims, timeout], { prepare: true }).execute()]);
       let result: T;
       try {
         [, result] = await Promise.all([setup, fn(c)]);
@@ -179,21 +306,8 @@ export class Db {
       await c`commit`;
       return result;
     } finally {
-      this.inFlight.delete(begin);
       c.release();
     }
-  }
-
-  /**
-   * The shutdown deadline: cancel every request statement in flight (a CancelRequest to
-   * its connection's backend, as `query.cancel()` sends; one not yet running is cancelled
-   * when it starts). Returns how many transactions were cancelled.
-   */
-  async cancelInFlight(): Promise<number> {
-    const all = [...this.inFlight];
-    this.inFlight.clear();
-    await Promise.allSettled(all.map((q) => q.cancel()));
-    return all.length;
   }
 
   /** true when a trivial query answers within `timeoutMs`. */
@@ -262,9 +376,69 @@ export class Db {
     await this.sql`select pg_notify(${CACHE_CHANNEL}, ${name})`;
   }
 
-  async end(): Promise<void> {
-    this.ended = true;
-    await this.listenHandle?.unlisten().catch(() => {});
-    await Promise.all([this.sql.end({ timeout: 5 }), this.lanes.end()]);
+  /**
+   * Cancel every statement this instance's request connections are running (a shutdown
+   * deadline). Returns how many were cancelled. The owner may signal them: it is granted
+   * the login roles (sql/fixtures/core/login_roles.sql).
+   */
+  async cancelAll(): Promise<number> {
+    const [row] = await this.sql<{ n: number }[]>`
+      select count(*) filter (where pg_catalog.pg_cancel_backend(pid))::int as n
+        from pg_catalog.pg_stat_activity
+       where application_name = ${this.requestApplicationName} and state = 'active' and pid <> pg_catalog.pg_backend_pid()`;
+    return row?.n ?? 0;
   }
+
+  /**
+   * End every pool. `timeout` (seconds, default 5): how long queries in flight may finish
+   * before their connections are closed; with `cancel: true` running request statements
+   * are cancelled first.
+   */
+  async end(opts: { timeout?: number; cancel?: boolean } = {}): Promise<void> {
+    this.ended = true;
+    const timeout = opts.timeout ?? 5;
+    if (opts.cancel) await this.cancelAll().catch(() => 0);
+    await this.listenHandle?.unlisten().catch(() => {});
+    await Promise.all([...[...this.roles.values()].map((r) => r.end(timeout)), this.sql.end({ timeout })]);
+  }
+}
+
+const noop = () => {};
+
+/** The claims statement and the work as one pipeline with one Sync (PipelineSocket). */
+async function pipelined<R extends postgres.Row>(
+  c: Sql,
+  ctx: RequestContext,
+  timeout: string | null,
+  work: (c: Sql) => postgres.PendingQuery<R[]>,
+): Promise<postgres.RowList<R[]>> {
+  const claims = c.unsafe(CLAIMS_SQL, [ctx.claims, timeout], { prepare: true }).execute();
+  let claimsError: unknown = null;
+  const settled = claims.then(noop, (err: unknown) => {
+    claimsError = err;
+  });
+  try {
+    return await work(c).execute();
+  } catch (err) {
+    await settled;
+    // The claims statement failed (a cancel, a timeout): that is the cause, not the skipped work.
+    throw claimsError ?? err;
+  }
+}
+
+/** With TLS (no PipelineSocket): begin, claims, work, commit, written together. */
+async function blocked<R extends postgres.Row>(
+  c: Sql,
+  ctx: RequestContext,
+  timeout: string | null,
+  work: (c: Sql) => postgres.PendingQuery<R[]>,
+): Promise<postgres.RowList<R[]>> {
+  const results = await Promise.allSettled([
+    c`begin`.execute(),
+    c.unsafe(CLAIMS_SQL, [ctx.claims, timeout], { prepare: true }).execute(),
+    work(c).execute(),
+    c`commit`.execute(),
+  ]);
+  for (const r of results) if (r.status === 'rejected') throw r.reason;
+  return (results[2] as PromiseFulfilledResult<postgres.RowList<R[]>>).value;
 }

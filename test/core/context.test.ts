@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import postgres from 'postgres';
-import { AUTHENTICATOR_ROLE, Db, type RequestContext } from '../../src/core/db.ts';
+import { Db, type RequestContext } from '../../src/core/db.ts';
 import { createLogger } from '../../src/core/log.ts';
 import { pgErrorToAppError } from '../../src/core/errors.ts';
 import { createTestDatabase } from '../helpers/database.ts';
@@ -45,10 +45,13 @@ t.test('withContext', async (t) => {
   const userRows = await db.withContext(user, (c) => c`select id, body from public.notes order by id`);
   t.same([...userRows], [{ id: 1, body: 'mine' }], 'the user sees only its own rows');
 
-  // The role is local to the transaction: the pooled connection is back to the connecting role.
-  const [after] = await db.sql`select current_user as role, current_setting('request.jwt.claims', true) as claims`;
-  t.not(after.role, 'authenticated');
-  t.ok(after.claims === '' || after.claims === null, 'claims do not leak to the next use of the connection');
+  // The claims are local to the request's transaction: the next request on the lane without
+  // a sub sees none of the previous one's.
+  const [after] = await db.withContext(
+    { role: 'authenticated', claims: '{"role":"authenticated"}', claimsObject: { role: 'authenticated' } },
+    (c) => c`select auth.uid() as uid`,
+  );
+  t.equal(after.uid, null, 'claims do not leak to the next request on the lane');
 
   // A failed statement rolls back and the connection stays usable.
   await t.rejects(db.withContext(anon, (c) => c`insert into public.notes values (3, null, 'x'), (3, null, 'dup')`));
@@ -79,12 +82,73 @@ t.test('withContext', async (t) => {
   );
   t.ok(results.every((r, i) => r[0].r === (i % 2 ? 'authenticated' : 'anon')), 'pipelined contexts stay separate');
 
-  // Lanes idle as plinth_authenticator, which can do nothing: a statement that ever ran
-  // outside its block would fail instead of running as the owner.
-  const stray = postgres(tdb.url, { max: 1, onnotice: () => {}, connection: { role: AUTHENTICATOR_ROLE } });
+  // A prepared statement whose result changes after DDL: the driver re-prepares it and
+  // retries it alone, which the lane refuses (no claims); withContext then sends the pair again.
+  await tdb.sql`create table public.shapes (a int)`;
+  await tdb.sql`grant select on public.shapes to authenticated`;
+  await tdb.sql`insert into public.shapes values (1)`;
+  const shapes = () => db.withContext(user, (c) => c`select *, auth.uid() as uid from public.shapes where a = ${1}`);
+  t.same([...(await shapes())], [{ a: 1, uid: userId }]);
+  await tdb.sql`alter table public.shapes add column b int default 2`;
+  t.same([...(await shapes())], [{ a: 1, b: 2, uid: userId }], 'after DDL: the new shape, with the claims');
+
+  // A lane whose backend is killed mid-stream: no request runs without its claims. (Known
+  // issue, see the report of issue 11: under load, about one run in six, a request sent on
+  // the killed lane right after the kill never settles; so each is bounded here, and the
+  // only property asserted is the one that matters for safety.)
+  const killer = tdb.sql`select pg_terminate_backend(pid) from pg_stat_activity
+    where usename = 'plinth_authenticated' and datname = current_database()`;
+  const timers: NodeJS.Timeout[] = [];
+  const bounded = <T,>(p: Promise<T>, dflt: T) =>
+    Promise.race([p, new Promise<T>((resolve) => timers.push(setTimeout(() => resolve(dflt), 10_000)))]);
+  const burst = Array.from({ length: 30 }, () =>
+    bounded(
+      db.withContext(user, (c) => c`select auth.uid() as uid, ${1}::int as one`).then(
+        (r) => r[0].uid as string,
+        () => 'failed',
+      ),
+      'unsettled',
+    ),
+  );
+  await killer;
+  const outcomes = await Promise.all(burst);
+  timers.forEach(clearTimeout);
+  t.ok(
+    outcomes.every((o) => o === userId || o === 'failed' || o === 'unsettled'),
+    'every request either failed or ran with its own claims',
+  );
+
+  // The claims statement itself fails (a NUL byte PostgreSQL refuses in text): the work
+  // is skipped and fails with that error, whether its statement is prepared already or
+  // still being described; nothing is written; the lane goes on.
+  const bad: RequestContext = { role: 'anon', claims: '{"role":"anon","x":"\u0000"}', claimsObject: {} };
+  bad.claims = bad.claims.replace('\\u0000', '\u0000');
+  const ins = (ctx: RequestContext, id: number) =>
+    db.withContext(ctx, (c) => c`insert into public.notes values (${id}, null, 'x')`).then(
+      () => null,
+      (e: { code?: string }) => e.code ?? 'failed',
+    );
+  t.equal(await ins(anon, 19), null, 'the insert works with good claims (and is prepared on the lane now)');
+  t.equal(await ins(bad, 20), '22021', 'claims refused, a prepared statement: the request fails with the claims\' error');
+  const fresh = await db
+    .withContext(bad, (c) => c`insert into public.notes (id, body) values (${21}, 'fresh')`)
+    .then(() => null, (e: { code?: string }) => e.code);
+  t.equal(fresh, '22021', 'claims refused, a statement still being described: the same');
+  const [{ k }] = await tdb.sql`select count(*)::int as k from public.notes where id in (20, 21)`;
+  t.equal(k, 0, 'the skipped work wrote nothing');
+  const fine = await db.withContext(anon, (c) => c`select 1 as one, ${2}::int as two`);
+  t.same([...fine], [{ one: 1, two: 2 }], 'the lane goes on');
+
+  // A connection of a lane's login role, as a lane that reconnected would be: it runs as
+  // its API role at most, and its own login role can read nothing.
+  const stray = postgres({ ...postgres(tdb.url).options, user: 'plinth_anon', max: 1, onnotice: () => {} } as never) as postgres.Sql;
   t.teardown(() => stray.end());
-  const [{ who: idle }] = await stray`select current_user as who`;
-  t.equal(idle, AUTHENTICATOR_ROLE);
-  const denied = await stray`select * from public.notes`.catch((e: unknown) => e);
-  t.equal((denied as { code?: string }).code, '42501', 'the idle role cannot read a table granted to anon');
+  const [{ who: idle, session }] = await stray`select current_user as who, session_user as session`;
+  t.same([idle, session], ['anon', 'plinth_anon'], 'a plain plinth_anon session runs as anon');
+  const denied = await stray`select * from public.secrets`.catch((e: unknown) => e);
+  t.equal((denied as { code?: string }).code, '42501', 'the lane session cannot read what anon cannot');
+  const [{ r }] = await stray`select set_config('role', 'plinth_anon', false) as r`;
+  t.equal(r, 'plinth_anon');
+  const bare = await stray`select * from public.notes`.catch((e: unknown) => e);
+  t.equal((bare as { code?: string }).code, '42501', 'its login role holds no privilege of its own');
 });

@@ -4,9 +4,9 @@
  */
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, existsSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, parse } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 
@@ -59,9 +59,25 @@ async function waitFor(check: () => boolean, limitMs: number): Promise<boolean> 
   return true;
 }
 
+/** The mode of every folder from `dir` up to the root. */
+function modes(dir: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (let d = dir; ; d = dirname(d)) {
+    out[d] = statSync(d).mode & 0o7777;
+    if (d === parse(d).root) break;
+  }
+  return out;
+}
+
+const CHECKOUT = fileURLToPath(new URL('../..', import.meta.url));
+
 t.test('embedded PostgreSQL: start, persist, restart', { timeout: 170_000 }, async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'plinth-embedded-'));
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  // DATA_DIR does not exist yet (plinth creates it) inside a folder others may pass through.
+  const outer = mkdtempSync(join(tmpdir(), 'plinth-embedded-'));
+  chmodSync(outer, 0o711);
+  t.teardown(() => rmSync(outer, { recursive: true, force: true }));
+  const dataDir = join(outer, 'data');
+  const before = { ...modes(outer), ...modes(CHECKOUT) };
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env = { DATA_DIR: dataDir, PORT: String(port), ENABLE_SQL_ENDPOINT: 'true' };
@@ -99,4 +115,21 @@ t.test('embedded PostgreSQL: start, persist, restart', { timeout: 170_000 }, asy
   t.same(await get.json(), [{ v: 'still here' }], 'the data persisted');
   second.child.kill('SIGINT');
   t.equal(await second.exit, 0, 'SIGINT: exit 0');
+  t.same({ ...modes(outer), ...modes(CHECKOUT) }, before, 'no folder plinth did not create changed its mode');
+});
+
+t.test('as root, a DATA_DIR the postgres user cannot reach: one clear line, no mode changed', { skip: process.getuid?.() !== 0 ? 'not root' : false, timeout: 60_000 }, async (t) => {
+  const closed = mkdtempSync(join(tmpdir(), 'plinth-closed-')); // 0700
+  t.teardown(() => rmSync(closed, { recursive: true, force: true }));
+  const dataDir = join(closed, 'data');
+  const before = modes(closed);
+  const started = start({ DATA_DIR: dataDir, PORT: String(await freePort()) });
+  t.teardown(() => started.child.kill('SIGKILL'));
+  t.equal(await started.exit, 1, 'exit 1');
+  const lines = started.stdout().trim().split('\n');
+  t.equal(lines.length, 1, 'one line');
+  t.match(lines[0], `cannot reach DATA_DIR ${dataDir}: ${closed} is closed to other users`, 'names the folder');
+  t.match(lines[0], /set DATA_DIR to a folder it can reach .* or run chmod o\+x/, 'and the fix');
+  t.notMatch(started.stdout(), /\bat \S+ \(/, 'no stack trace');
+  t.same(modes(closed), before, 'the closed folder stays closed');
 });
