@@ -6,8 +6,7 @@
  * of every lane is no superuser and a member of one API role only. A statement that runs
  * past its role's statement_timeout is cancelled and mapped as interface §7.2 says.
  *
- * (The `/functions/v1/` plv8 path is built on another branch; it runs on the same
- * `db.withContext`, which the direct checks at the end exercise.)
+ * (The `/functions/v1/` plv8 path: test/functions/lanes.test.ts.)
  */
 import t from 'tap';
 import type { RequestContext } from '../../src/core/db.ts';
