@@ -8,7 +8,7 @@
 import t from 'tap';
 import { startApp } from '../helpers/app.ts';
 import { PASSWORD, uniqueEmail } from '../auth/helpers.ts';
-import { areaPresent, chromiumMissing, launch, openPage, startPages } from './browser.ts';
+import { chromiumMissing, launch, openPage, startPages } from './browser.ts';
 
 type W = any;
 
@@ -23,10 +23,6 @@ async function run() {
   const [site] = await startPages(t, 1);
   // plv8-runtime functions only: no bundled Deno runtime (FUNCTIONS_DIR absent).
   const app = await startApp(t, { worker: false, env: { SITE_URL: site.origin, AUTH_RATE_LIMIT: '0', FUNCTIONS_DIR: '/nonexistent/plinth-functions' } });
-  if (!(await areaPresent(app.url, '/functions/v1/', { authorization: `Bearer ${app.serviceKey}` }))) {
-    t.plan(0, 'functions area absent (GET /functions/v1/ answers 404 not found): functions browser tests skipped');
-    return;
-  }
   await app.db.sql
     .unsafe(
       `create function public.echo(payload jsonb) returns jsonb language sql stable

@@ -142,14 +142,3 @@ export async function until<T>(page: Page, fn: () => T | Promise<T>, timeoutMs =
   return (await h.jsonValue()) as T;
 }
 
-/** Has the service this area's routes? A 404 `{"error":"not found"}` means it is not merged. */
-export async function areaPresent(url: string, path: string, headers: Record<string, string>): Promise<boolean> {
-  const res = await fetch(url + path, { headers });
-  const text = await res.text();
-  if (res.status !== 404) return true;
-  try {
-    return (JSON.parse(text) as { error?: string }).error !== 'not found';
-  } catch {
-    return true;
-  }
-}
