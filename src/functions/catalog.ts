@@ -10,6 +10,7 @@
  */
 import type { Sql } from '../core/db.ts';
 import type { Logger } from '../core/log.ts';
+import { Reloading } from '../core/reloading.ts';
 import { ident } from '../rest/catalog.ts';
 import { rpcPlan, rpcSelect, type Plan } from '../rest/compile.ts';
 
@@ -62,35 +63,8 @@ export async function loadFunctionCatalog(sql: Sql, log: Logger): Promise<Functi
 }
 
 /** The holder: the current catalog, coalesced reloads, an atomic swap. */
-export class FunctionCache {
-  private current: FunctionCatalog | null = null;
-  private running: Promise<void> | null = null;
-  private dirty = false;
-  private readonly sql: Sql;
-  private readonly log: Logger;
-
+export class FunctionCache extends Reloading<FunctionCatalog> {
   constructor(sql: Sql, log: Logger) {
-    this.sql = sql;
-    this.log = log;
-  }
-
-  reload(): Promise<void> {
-    this.dirty = true;
-    this.running ??= (async () => {
-      try {
-        while (this.dirty) {
-          this.dirty = false;
-          this.current = await loadFunctionCatalog(this.sql, this.log);
-        }
-      } finally {
-        this.running = null;
-      }
-    })();
-    return this.running;
-  }
-
-  async get(): Promise<FunctionCatalog> {
-    if (this.current === null) await this.reload();
-    return this.current!;
+    super(() => loadFunctionCatalog(sql, log));
   }
 }

@@ -15,6 +15,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Area, Deps } from '../core/area.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
 import { parseJsonBody, sendJsonText } from '../core/http.ts';
+import { Reloading } from '../core/reloading.ts';
 import { parsePrefer } from './grammar.ts';
 import { Catalog, loadCatalog } from './catalog.ts';
 import { REST_ERRORS, prepareRpc, prepareTable, type Method } from './compile.ts';
@@ -25,40 +26,17 @@ import { runBatch, validateBatch } from './batch.ts';
 const SINGULAR_TYPE = 'application/vnd.pgrst.object+json';
 
 /** The catalog holder: the current catalog, coalesced reloads, an atomic swap. */
-export class SchemaCache {
-  private current: Catalog | null = null;
-  private running: Promise<void> | null = null;
-  private dirty = false;
-  private readonly deps: Deps;
-
+export class SchemaCache extends Reloading<Catalog> {
   constructor(deps: Deps) {
-    this.deps = deps;
+    super(() => loadCatalog(deps.db.sql));
   }
 
-  /** Reload; calls during a load make one more load after it. Resolves when the newest is in. */
-  reload(): Promise<void> {
-    this.dirty = true;
-    this.running ??= (async () => {
-      try {
-        while (this.dirty) {
-          this.dirty = false;
-          this.current = await loadCatalog(this.deps.db.sql);
-        }
-      } finally {
-        this.running = null;
-      }
-    })();
-    return this.running;
-  }
-
-  async get(): Promise<Catalog> {
-    if (this.current !== null) return this.current;
+  override async get(): Promise<Catalog> {
     try {
-      await this.reload();
+      return await super.get();
     } catch (err) {
       throw pgErrorToAppError(err);
     }
-    return this.current!;
   }
 }
 

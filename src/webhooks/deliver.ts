@@ -25,6 +25,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
+import { Reloading } from '../core/reloading.ts';
 import { beginAttempt, deliveryTargets, recordAttempt, requeueAttempt, type BeginAttempt } from './db.ts';
 
 export const USER_AGENT = 'service-webhooks/1.0';
@@ -135,35 +136,21 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
  * goes to SQL.
  */
 class Targets {
-  private map: Map<string, { url: string; secret: string }> | null = null;
-  private loading: Promise<void> | null = null;
-  private dirty = false;
+  private readonly cache: Reloading<Map<string, { url: string; secret: string }>>;
   private readonly deps: Deps;
 
   constructor(deps: Deps) {
     this.deps = deps;
-    deps.db.onCacheReload('webhooks', () => this.reload());
-  }
-
-  reload(): Promise<void> {
-    this.dirty = true;
-    this.loading ??= (async () => {
-      try {
-        while (this.dirty) {
-          this.dirty = false;
-          const rows = await deliveryTargets(this.deps.db.sql);
-          this.map = new Map(rows.map((r) => [r.id, { url: r.url, secret: r.secret }]));
-        }
-      } finally {
-        this.loading = null;
-      }
-    })();
-    return this.loading;
+    this.cache = new Reloading(async () => {
+      const rows = await deliveryTargets(deps.db.sql);
+      return new Map(rows.map((r) => [r.id, { url: r.url, secret: r.secret }]));
+    });
+    deps.db.onCacheReload('webhooks', () => this.cache.reload());
   }
 
   async get(webhookId: string, deliveryId: string, attempt: number): Promise<BeginAttempt> {
-    if (this.map === null) await this.reload().catch(() => {});
-    const hit = this.map?.get(webhookId);
+    if (this.cache.value === null) await this.cache.reload().catch(() => {});
+    const hit = this.cache.value?.get(webhookId);
     if (hit) return { status: 'ok', url: hit.url, secret: hit.secret };
     return beginAttempt(this.deps.db.sql, webhookId, deliveryId, attempt);
   }
