@@ -92,31 +92,45 @@ t.test('withContext', async (t) => {
   await tdb.sql`alter table public.shapes add column b int default 2`;
   t.same([...(await shapes())], [{ a: 1, b: 2, uid: userId }], 'after DDL: the new shape, with the claims');
 
-  // A lane whose backend is killed mid-stream: no request runs without its claims. (Known
-  // issue, see the report of issue 11: under load, about one run in six, a request sent on
-  // the killed lane right after the kill never settles; so each is bounded here, and the
-  // only property asserted is the one that matters for safety.)
-  const killer = tdb.sql`select pg_terminate_backend(pid) from pg_stat_activity
-    where usename = 'plinth_authenticated' and datname = current_database()`;
-  const timers: NodeJS.Timeout[] = [];
-  const bounded = <T,>(p: Promise<T>, dflt: T) =>
-    Promise.race([p, new Promise<T>((resolve) => timers.push(setTimeout(() => resolve(dflt), 10_000)))]);
-  const burst = Array.from({ length: 30 }, () =>
-    bounded(
-      db.withContext(user, (c) => c`select auth.uid() as uid, ${1}::int as one`).then(
-        (r) => r[0].uid as string,
-        () => 'failed',
+  // A lane whose backend is killed mid-stream, three times: no request runs without its
+  // claims, and every request settles (a lane killed while the next request was being
+  // written once never wrote again: the driver repair in scripts/patch-deps.ts). Each request
+  // is bounded so that a hang fails here instead of stalling the file.
+  for (let round = 0; round < 3; round++) {
+    const killer = tdb.sql`select pg_terminate_backend(pid) from pg_stat_activity
+      where usename = 'plinth_authenticated' and datname = current_database()`;
+    const timers: NodeJS.Timeout[] = [];
+    const bounded = <T,>(p: Promise<T>, dflt: T) =>
+      Promise.race([p, new Promise<T>((resolve) => timers.push(setTimeout(() => resolve(dflt), 15_000)))]);
+    const burst = Array.from({ length: 30 }, () =>
+      bounded(
+        db.withContext(user, (c) => c`select auth.uid() as uid, ${1}::int as one`).then(
+          (r) => r[0].uid as string,
+          () => 'failed',
+        ),
+        'unsettled',
       ),
-      'unsettled',
-    ),
-  );
-  await killer;
-  const outcomes = await Promise.all(burst);
-  timers.forEach(clearTimeout);
-  t.ok(
-    outcomes.every((o) => o === userId || o === 'failed' || o === 'unsettled'),
-    'every request either failed or ran with its own claims',
-  );
+    );
+    await killer;
+    const outcomes = await Promise.all(burst);
+    timers.forEach(clearTimeout);
+    t.ok(
+      outcomes.every((o) => o === userId || o === 'failed'),
+      `round ${round + 1}: every request settled, failed or with its own claims`,
+      { outcomes: outcomes.filter((o) => o !== userId) },
+    );
+  }
+  // A kill may land after its burst settled (an idle lane's close comes later): a request
+  // meeting that close fails; the lane then reconnects and answers.
+  let again: unknown = null;
+  for (const deadline = Date.now() + 10_000; again !== userId && Date.now() < deadline; ) {
+    again = await db.withContext(user, (c) => c`select auth.uid() as again`).then(
+      (r) => r[0].again,
+      () => null,
+    );
+    if (again !== userId) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  t.equal(again, userId, 'the lanes work after the kills');
 
   // The claims statement itself fails (a NUL byte PostgreSQL refuses in text): the work
   // is skipped and fails with that error, whether its statement is prepared already or

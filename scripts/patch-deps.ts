@@ -1,0 +1,103 @@
+/**
+ * `postinstall`: four repairs to the postgres driver (porsager/postgres 3.4.9, pinned),
+ * applied to its ESM and CJS builds. Upstream has them as open pull requests
+ * (porsager/postgres#1168, #1209); drop this file when a release carries them.
+ *
+ * 1. `closed()` and `terminate()` cancel the batched-write immediate without forgetting it,
+ *    and keep the unsent bytes: a connection whose socket closes with a write pending can
+ *    never write again (`write()` only arms the immediate when none is armed), so every
+ *    reconnect of that pool slot ends in CONNECT_TIMEOUT and its queries wait forever.
+ *    Seen here: a request lane killed while the next request was being written hung.
+ * 2. `nextWrite()` with no socket threw from an immediate (an uncatchable TypeError that ends
+ *    the process); it now rejects the connection's queries with CONNECTION_CLOSED.
+ * 3. `closed()` after an 'error' event left in flight what was sent between that event and
+ *    the close (the pool still counts the connection busy), and kept the query in flight and
+ *    its error across the reconnect: the new connection took the next ReadyForQuery for
+ *    those stale queries and never became idle again. Every query still in flight now fails
+ *    with CONNECTION_CLOSED, and nothing of the old connection's reply state survives it.
+ *    Seen here: a lane killed mid-burst stopped answering, every request on it waiting.
+ * 4. The array-type query a new connection runs first rejected unobserved when that
+ *    connection was lost (an unhandled rejection: with Node's default, the process ends);
+ *    the next connection fetches the types again, so its failure is dropped.
+ *
+ * Idempotent; fails loudly when the driver's code is not the one these repairs were written
+ * for (a driver update: check whether it still needs them).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const MARK = '/* plinth-patch */';
+const EXPECTED_VERSION = '3.4.9';
+
+const repairs: Array<[string, string]> = [
+  [
+    `  function nextWrite(fn) {
+    const x = socket.write(chunk, fn)`,
+    `  function nextWrite(fn) {
+    if (!socket) { ${MARK}
+      chunk = nextWriteTimer = null
+      error(Errors.connection('CONNECTION_CLOSED', options))
+      return false
+    }
+    const x = socket.write(chunk, fn)`,
+  ],
+  [
+    `    clearImmediate(nextWriteTimer)
+    if (socket) {`,
+    `    clearImmediate(nextWriteTimer)
+    chunk = nextWriteTimer = null ${MARK}
+    if (socket) {`,
+  ],
+  [
+    `    clearImmediate(nextWriteTimer)
+    socket.removeListener('data', data)`,
+    `    clearImmediate(nextWriteTimer)
+    chunk = nextWriteTimer = null ${MARK}
+    socket.removeListener('data', data)`,
+  ],
+  [
+    `    if (initial)
+      return reconnect()
+
+    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))`,
+    `    if (initial) { ${MARK}
+      query && queryError(query, Errors.connection('CONNECTION_CLOSED', options, socket))
+      query = errorResponse = null
+      return reconnect()
+    }
+
+    ;(query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))
+    query = errorResponse = null`,
+  ],
+  [
+    `  async function fetchArrayTypes() {
+    needsTypes = false`,
+    `  function fetchArrayTypes() { ${MARK}
+    return fetchArrayTypesOnce().catch(() => {})
+  }
+
+  async function fetchArrayTypesOnce() {
+    needsTypes = false`,
+  ],
+];
+
+const root = join(import.meta.dirname, '..', 'node_modules', 'postgres');
+const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+
+for (const file of ['src/connection.js', 'cjs/src/connection.js']) {
+  const path = join(root, file);
+  let text = readFileSync(path, 'utf8');
+  if (text.includes(MARK)) continue;
+  for (const [from, to] of repairs) {
+    const at = text.indexOf(from);
+    if (at < 0 || text.indexOf(from, at + 1) >= 0) {
+      console.error(
+        `scripts/patch-deps.ts: postgres ${version} (${file}) is not the code these repairs were written for ` +
+          `(postgres ${EXPECTED_VERSION}); check whether the new release still needs them, then update this script.`,
+      );
+      process.exit(1);
+    }
+    text = text.slice(0, at) + to + text.slice(at + from.length);
+  }
+  writeFileSync(path, text);
+}

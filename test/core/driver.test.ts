@@ -1,0 +1,126 @@
+/**
+ * The postgres driver's repairs (scripts/patch-deps.ts, applied at install): each case is
+ * one a 3.4.9 driver without them fails, deterministically, on a real connection whose
+ * socket this test closes at the moment that matters.
+ */
+import t from 'tap';
+import net from 'node:net';
+import postgres from 'postgres';
+import { serverUrl } from '../helpers/database.ts';
+
+const url = serverUrl();
+const { hostname, port } = new URL(url);
+
+/** A pool of one connection whose sockets the test can reach (the last one made). */
+function pool(onWrite?: (socket: net.Socket, chunk: Buffer) => void) {
+  const sockets: net.Socket[] = [];
+  const sql = postgres(url, {
+    max: 1,
+    connect_timeout: 3,
+    onnotice: () => {},
+    socket: () => {
+      const s = new net.Socket();
+      if (onWrite) {
+        const write = s._write.bind(s);
+        s._write = (chunk: Buffer, enc: BufferEncoding, cb: (e?: Error | null) => void) => {
+          write(chunk, enc, cb);
+          onWrite(s, chunk);
+        };
+      }
+      sockets.push(s.connect(Number(port), hostname));
+      return s;
+    },
+  } as postgres.Options<Record<string, never>>);
+  return { sql, last: () => sockets[sockets.length - 1], count: () => sockets.length };
+}
+
+async function until(cond: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+const outcome = (p: Promise<unknown>) =>
+  p.then(
+    () => 'ran',
+    (e: { code?: string }) => e.code ?? 'failed',
+  );
+
+t.test('a socket that closes with a write pending: that query fails, the next one runs', async (t) => {
+  const { sql, last } = pool();
+  t.teardown(() => sql.end({ timeout: 1 }));
+  await sql`select 1`;
+  // Sent from an immediate, the query is batched behind the next one; the socket's 'close'
+  // comes first (this loop turn's close phase), as when a backend dies under load.
+  const lost = await new Promise<Promise<string>>((resolve) =>
+    setImmediate(() => {
+      const q = outcome(sql`select 2 as two`.execute());
+      last().destroy();
+      resolve(q);
+    }),
+  );
+  t.equal(await lost, 'CONNECTION_CLOSED', 'the query in flight fails');
+  // Without the repair the connection never writes again: every reconnect ends in CONNECT_TIMEOUT.
+  const [{ three }] = await sql`select 3 as three`;
+  t.equal(three, 3, 'the connection reconnects and writes again');
+});
+
+t.test('a query sent between a socket error and its close fails; the connection comes back', async (t) => {
+  const { sql, last } = pool();
+  t.teardown(() => sql.end({ timeout: 1 }));
+  await sql`select 1`;
+  const socket = last();
+  let late: Promise<string> | null = null;
+  // Runs after the driver's own 'error' listener, while the pool still holds the connection.
+  socket.once('error', () => {
+    late = outcome(sql`select 2 as two`.execute());
+  });
+  socket.destroy(new Error('connection lost (test)'));
+  await until(() => late !== null);
+  const timer = (ms: number) => new Promise<string>((resolve) => setTimeout(() => resolve('unsettled'), ms).unref());
+  t.equal(await Promise.race([late!, timer(10_000)]), 'CONNECTION_CLOSED', 'the late query fails');
+  const next = sql`select 3 as three`.then((r) => String(r[0].three), (e: { code?: string }) => e.code ?? 'failed');
+  t.equal(await Promise.race([next, timer(10_000)]), '3', 'the connection reconnects and answers');
+});
+
+t.test('a reserved connection whose socket closed: its next query fails, the process goes on', async (t) => {
+  const { sql, last } = pool();
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const reserved = await sql.reserve();
+  await reserved`select 1`;
+  const closed = new Promise((resolve) => last().once('close', resolve));
+  last().destroy();
+  await closed;
+  // Without the repair the batched write throws a TypeError from an immediate (the process ends).
+  t.equal(await outcome(reserved`select 2`.execute()), 'CONNECTION_CLOSED', 'the query fails with CONNECTION_CLOSED');
+  reserved.release();
+});
+
+t.test('a connection lost while it fetches the array types: no unhandled rejection, the query runs', async (t) => {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: unknown) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  t.teardown(() => process.off('unhandledRejection', onUnhandled));
+  let cut = false;
+  const { sql, count } = pool((socket, chunk) => {
+    // The first connection's socket fails right after the driver sends its array-type query.
+    if (!cut && chunk.includes('typarray')) {
+      cut = true;
+      setImmediate(() => socket.destroy(new Error('connection lost (test)')));
+    }
+  });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  // The query that opened the connection fails with it (the driver's choice), once.
+  t.equal(await outcome(sql`select 1 as one`.execute()), 'failed', 'the query that opened the lost connection fails');
+  t.ok(cut, 'the connection was cut during its type query');
+  const [{ one }] = await sql`select 1 as one`;
+  t.equal(one, 1, 'the next query runs on a new connection');
+  t.ok(count() >= 2);
+  const [{ a }] = await sql`select ${[1, 2]}::int[] as a`;
+  t.same(a, [1, 2], 'array types were fetched again');
+  // Let any rejection left behind surface before counting.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.same(unhandled, [], 'no rejection was left unhandled');
+});
