@@ -18,7 +18,7 @@
 import { hkdfSync, randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
-import { CLAIMS_SQL, PipelineSocket } from './pipeline.ts';
+import { CLAIMS_SQL, PipelineSocket, connectTls, tlsModeOf, type TlsMode } from './pipeline.ts';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 export type ReservedSql = postgres.ReservedSql<Record<string, never>>;
@@ -74,6 +74,13 @@ export interface DbOptions {
   secret?: string;
 }
 
+/**
+ * Seconds before the next connection attempt after `attempt` failed ones: 0.05, 0.1, 0.2 …
+ * up to 2 s. The driver's default grows to 20 s, so after an outage of a few seconds the
+ * service would go on failing requests for up to 20 s once the database is back.
+ */
+export const reconnectBackoff = (attempt: number): number => Math.min(0.05 * 2 ** attempt, 2);
+
 /** Blocks in flight on one lane: 2 queries each stays well under the driver's 100-query pipeline. */
 const LANE_DEPTH = 16;
 
@@ -85,10 +92,11 @@ interface Lane {
   inflight: number;
 }
 
-function usesTls(url: string): boolean {
-  const q = new URL(url).searchParams;
-  const mode = q.get('sslmode') ?? q.get('ssl');
-  return mode !== null && mode !== 'disable' && mode !== 'false';
+/** The URL without its TLS parameters: the lanes negotiate TLS themselves (connectTls). */
+function withoutTls(url: string): string {
+  const u = new URL(url);
+  for (const k of ['sslmode', 'ssl', 'sslrootcert']) u.searchParams.delete(k);
+  return u.toString();
 }
 
 /** Everything of one API role: its lanes (pipelined single requests) and its transaction pool. */
@@ -96,8 +104,8 @@ class RoleLanes {
   private readonly lanes: Lane[];
   private readonly waiting: Array<(lane: Lane) => void> = [];
   private txnPool: Sql | null = null;
-  /** Without TLS the lanes use PipelineSocket (one Sync per request); with TLS, begin … commit. */
-  readonly pipelined: boolean;
+  /** TLS to the database, negotiated by the lane's socket so that its pipeline layer sees plaintext. */
+  private readonly tls: TlsMode;
 
   private readonly url: string;
   private readonly count: number;
@@ -109,25 +117,30 @@ class RoleLanes {
     this.count = count;
     this.applicationName = applicationName;
     this.apiRole = apiRole;
-    this.pipelined = !usesTls(url);
-    this.lanes = Array.from({ length: count }, () => ({ inflight: 0, sql: this.connect(1, this.pipelined) }));
+    this.tls = tlsModeOf(url);
+    this.lanes = Array.from({ length: count }, () => ({ inflight: 0, sql: this.connect(1, true) }));
   }
 
   private connect(max: number, pipelined: boolean): Sql {
-    return postgres(this.url, {
+    return postgres(pipelined ? withoutTls(this.url) : this.url, {
       max,
       prepare: true,
       connect_timeout: 2,
       idle_timeout: 60,
       max_lifetime: 60 * 30,
       onnotice: () => {},
+      backoff: reconnectBackoff,
       // The session role is the API role (set on the login role as well; this makes it so
       // even where a DBA left that out).
       connection: { application_name: this.applicationName, role: this.apiRole },
       ...(pipelined
         ? {
-            socket: (o: { host: string[]; port: number[]; path?: string | false }) =>
-              o.path ? new PipelineSocket().connect(o.path) : new PipelineSocket().connect(o.port[0], o.host[0]),
+            socket: (o: { host: string[]; port: number[]; path?: string | false }) => {
+              // PostgreSQL does not speak TLS on a Unix socket (libpq ignores sslmode there).
+              if (o.path) return new PipelineSocket().connect(o.path);
+              if (this.tls === 'disable') return new PipelineSocket().connect(o.port[0], o.host[0]);
+              return connectTls({ host: o.host[0], port: o.port[0] }, this.tls);
+            },
           }
         : {}),
     } as postgres.Options<Record<string, never>>) as unknown as Sql;
@@ -193,6 +206,7 @@ export class Db {
       idle_timeout: 60,
       max_lifetime: 60 * 30,
       onnotice: () => {},
+      backoff: reconnectBackoff,
       connection: { application_name: opts.applicationName ?? 'plinth' },
     }) as Sql;
     this.requestApplicationName = `${opts.applicationName ?? 'plinth'}-requests-${randomBytes(4).toString('hex')}`;
@@ -269,7 +283,7 @@ export class Db {
     try {
       for (let attempt = 0; ; attempt++) {
         try {
-          return lanes.pipelined ? await pipelined(lane.sql, ctx, timeout, work) : await blocked(lane.sql, ctx, timeout, work);
+          return await pipelined(lane.sql, ctx, timeout, work);
         } catch (err) {
           // A prepared statement the driver had to re-prepare (after DDL): it dropped it,
           // so the pair goes again once.
@@ -424,21 +438,4 @@ async function pipelined<R extends postgres.Row>(
     // The claims statement failed (a cancel, a timeout): that is the cause, not the skipped work.
     throw claimsError ?? err;
   }
-}
-
-/** With TLS (no PipelineSocket): begin, claims, work, commit, written together. */
-async function blocked<R extends postgres.Row>(
-  c: Sql,
-  ctx: RequestContext,
-  timeout: string | null,
-  work: (c: Sql) => postgres.PendingQuery<R[]>,
-): Promise<postgres.RowList<R[]>> {
-  const results = await Promise.allSettled([
-    c`begin`.execute(),
-    c.unsafe(CLAIMS_SQL, [ctx.claims, timeout], { prepare: true }).execute(),
-    work(c).execute(),
-    c`commit`.execute(),
-  ]);
-  for (const r of results) if (r.status === 'rejected') throw r.reason;
-  return (results[2] as PromiseFulfilledResult<postgres.RowList<R[]>>).value;
 }
