@@ -50,9 +50,14 @@ export function diskBackend(root: string): Backend {
       const tmpDir = join(base, TMP);
       const tmp = join(tmpDir, obj.id);
       await mkdir(tmpDir, { recursive: true });
+      const file = createWriteStream(tmp, { flags: 'wx', highWaterMark: 1024 * 1024 });
       try {
-        await pipeline(body, createWriteStream(tmp, { flags: 'wx', highWaterMark: 1024 * 1024 }));
+        await pipeline(body, file);
       } catch (err) {
+        // A file stream destroyed while it was still opening (a body cut off at once) opens
+        // its file all the same: remove it only once the stream is closed, or it outlives
+        // the upload.
+        if (!file.closed) await new Promise<void>((resolve) => file.once('close', () => resolve()));
         await rm(tmp, { force: true });
         throw err;
       }
