@@ -91,6 +91,8 @@ interface Row {
   ratio: number | null;
   p50_ms: number | null;
   p99_ms: number | null;
+  /** The baseline's p99 at the same fixed rate. */
+  baseline_p99_ms?: number | null;
   rss_mb: number | null;
   target: string;
   baseline: string;
@@ -336,6 +338,13 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   row.p50_ms = p.p50_ms;
   row.p99_ms = p.p99_ms;
   row.eld_p99_ms = pacedStats.eld_p99_ms;
+  // The baseline at the same fixed rate: the p99 goals are multiples of the limit's p99.
+  const baseUrl = s.baselineTarget === 'service' ? ctx.serviceUrl : s.baselineTarget === 'edge-runtime' ? ctx.edgeRuntimeUrl : ctx.baselineUrl;
+  if (base !== 'argon2' && baseUrl !== null) {
+    const pb = await paced(baseUrl, base, rate, D.paced);
+    await settle();
+    row.baseline_p99_ms = pb.p99_ms;
+  }
   row.rss_mb = Math.max(row.rss_mb, pacedStats.rss_mb);
 
   const failed = r.non2xx + r.errors + p.non2xx + p.errors;
@@ -361,7 +370,7 @@ function fmt(n: number | null, digits = 0): string {
 }
 
 function printTable(rows: Row[]): void {
-  const head = ['scenario', 'rps', 'baseline', 'ratio', 'target', 'rate', 'p50 ms', 'p99 ms', 'rss MB', 'elu', 'eld p99', 'result'];
+  const head = ['scenario', 'rps', 'baseline', 'ratio', 'target', 'rate', 'p50 ms', 'p99 ms', 'base p99', 'rss MB', 'elu', 'eld p99', 'result'];
   const body = rows.map((r) => [
     r.name,
     fmt(r.rps),
@@ -371,6 +380,7 @@ function printTable(rows: Row[]): void {
     fmt(r.rate_rps),
     fmt(r.p50_ms, 1),
     fmt(r.p99_ms, 1),
+    fmt(r.baseline_p99_ms ?? null, 1),
     fmt(r.rss_mb),
     fmt(r.elu, 2),
     fmt(r.eld_p99_ms, 1),
@@ -476,7 +486,7 @@ async function main(): Promise<number> {
   console.log(
     `\n${args.quick ? 'quick' : 'full'} run, ${seconds.toFixed(0)} s; ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), Node ${process.version}; ` +
       `load: autocannon ${CONNECTIONS} connections (sign-in 8) in the driver process, on the same cores as the service and PostgreSQL; ` +
-      `saturation ${D.rounds} × ${D.sat} s per side, alternating, fixed rate ${D.paced} s; p50/p99 at the fixed rate; elu at saturation; eld p99 at the fixed rate.`,
+      `saturation ${D.rounds} × ${D.sat} s per side, alternating, fixed rate ${D.paced} s; p50/p99 at the fixed rate (base p99: the baseline at the same rate); elu at saturation; eld p99 at the fixed rate.`,
   );
 
   if (args.json) {
@@ -501,6 +511,7 @@ async function main(): Promise<number> {
         ratio: r.ratio === null ? null : Math.round(r.ratio * 1000) / 1000,
         p50_ms: r.p50_ms,
         p99_ms: r.p99_ms,
+        baseline_p99_ms: r.baseline_p99_ms ?? null,
         rss_mb: r.rss_mb,
         status: r.status,
         target: r.target,
