@@ -81,6 +81,9 @@ export interface DbOptions {
  */
 export const reconnectBackoff = (attempt: number): number => Math.min(0.05 * 2 ** attempt, 2);
 
+/** Seconds a connection attempt may take (with TLS: the negotiation, then the driver's startup, each). */
+const CONNECT_TIMEOUT_S = 2;
+
 /** Blocks in flight on one lane: 2 queries each stays well under the driver's 100-query pipeline. */
 const LANE_DEPTH = 16;
 
@@ -125,7 +128,7 @@ class RoleLanes {
     return postgres(pipelined ? withoutTls(this.url) : this.url, {
       max,
       prepare: true,
-      connect_timeout: 2,
+      connect_timeout: CONNECT_TIMEOUT_S,
       idle_timeout: 60,
       max_lifetime: 60 * 30,
       onnotice: () => {},
@@ -139,7 +142,7 @@ class RoleLanes {
               // PostgreSQL does not speak TLS on a Unix socket (libpq ignores sslmode there).
               if (o.path) return new PipelineSocket().connect(o.path);
               if (this.tls === 'disable') return new PipelineSocket().connect(o.port[0], o.host[0]);
-              return connectTls({ host: o.host[0], port: o.port[0] }, this.tls);
+              return connectTls({ host: o.host[0], port: o.port[0] }, this.tls, { timeoutMs: CONNECT_TIMEOUT_S * 1000 });
             },
           }
         : {}),
@@ -202,7 +205,7 @@ export class Db {
     this.sql = postgres(opts.url, {
       max: opts.poolSize,
       prepare: true,
-      connect_timeout: 2,
+      connect_timeout: CONNECT_TIMEOUT_S,
       idle_timeout: 60,
       max_lifetime: 60 * 30,
       onnotice: () => {},

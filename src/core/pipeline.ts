@@ -452,15 +452,21 @@ const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
  * then the pipeline layer on the plaintext. `prefer` goes on in plaintext when the server
  * refuses TLS; the other modes fail.
  */
+export interface TlsOptions {
+  /** How long the SSLRequest and the handshake may take (the driver's connect timeout starts after). */
+  timeoutMs: number;
+  ca?: string | Buffer;
+}
+
 export function connectTls(
   target: { host: string; port: number } | { path: string },
   mode: Exclude<TlsMode, 'disable'>,
-  ca?: string | Buffer,
+  opts: TlsOptions,
 ): Promise<Duplex> {
   // A socket factory that rejects leaves the driver's connection waiting for good (it never
   // reconnects): a failed negotiation is handed over as a socket that fails at once, which
   // the driver handles as any lost connection (the query that opened it fails).
-  return negotiate(target, mode, ca).catch((err: Error) => {
+  return negotiate(target, mode, opts).catch((err: Error) => {
     const failed = new PipelineTlsSocket();
     setImmediate(() => failed.destroy(err));
     return failed;
@@ -470,9 +476,10 @@ export function connectTls(
 async function negotiate(
   target: { host: string; port: number } | { path: string },
   mode: Exclude<TlsMode, 'disable'>,
-  ca?: string | Buffer,
+  { timeoutMs, ca }: TlsOptions,
 ): Promise<Duplex> {
   const raw = 'path' in target ? net.connect(target.path) : net.connect(target.port, target.host);
+  const timer = setTimeout(() => raw.destroy(new Error('timed out negotiating TLS with the database')), timeoutMs);
   try {
     const answer = await new Promise<number>((resolve, reject) => {
       raw.once('error', reject);
@@ -503,5 +510,7 @@ async function negotiate(
   } catch (err) {
     raw.destroy();
     throw err;
+  } finally {
+    clearTimeout(timer);
   }
 }

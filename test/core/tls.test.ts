@@ -149,6 +149,18 @@ t.test('request lanes over TLS', async (t) => {
     t.match(r, /certificate/i, 'the error names the certificate');
   });
 
+  await t.test('a server that never answers the SSLRequest: the request fails, it does not wait for good', async (t) => {
+    const held = new Set<net.Socket>();
+    const silent = net.createServer((s) => held.add(s));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const db = new Db({ url: through((silent.address() as net.AddressInfo).port, 'require'), poolSize: 1, log: createLogger('silent') });
+    const r = await outcome(db);
+    t.match(r, /timed out negotiating TLS/, 'the negotiation times out');
+    await db.end({ timeout: 1 });
+    for (const s of held) s.destroy();
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
+  });
+
   await t.test('against a server without TLS: require fails, prefer goes on in plaintext', async (t) => {
     const plainPort = Number(upstream.port);
     const required = await outcome(open(through(plainPort, 'require')));
