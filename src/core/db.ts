@@ -16,6 +16,8 @@
  * pipeline.ts); `prepare: true` everywhere.
  */
 import { hkdfSync, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
 import { CLAIMS_SQL, PipelineSocket, connectTls, tlsModeOf, type TlsMode } from './pipeline.ts';
@@ -55,6 +57,19 @@ export function loginRoleFor(apiRole: string, anonymousRole: string): string | n
  */
 export function deriveLoginPassword(secret: string, loginRole: string): string {
   return Buffer.from(hkdfSync('sha256', secret, 'plinth', `plinth request login role ${loginRole} v1`, 32)).toString('base64url');
+}
+
+/**
+ * Whether the driver carries the repairs `npm install` applies (scripts/patch-deps.ts): an
+ * install with `--ignore-scripts` skips them, and lanes can then hang after a lost connection.
+ */
+export function driverRepaired(): boolean {
+  try {
+    const connection = fileURLToPath(new URL('./connection.js', import.meta.resolve('postgres')));
+    return readFileSync(connection, 'utf8').includes('/* plinth-patch */');
+  } catch {
+    return false;
+  }
 }
 
 export interface DbOptions {
@@ -213,6 +228,11 @@ export class Db {
       connection: { application_name: opts.applicationName ?? 'plinth' },
     }) as Sql;
     this.requestApplicationName = `${opts.applicationName ?? 'plinth'}-requests-${randomBytes(4).toString('hex')}`;
+    if (!driverRepaired()) {
+      this.log.warn(
+        'the postgres driver lacks the repairs npm install applies (installed with --ignore-scripts?): run `node scripts/patch-deps.ts`; without them a connection lost at the wrong moment can hang',
+      );
+    }
     this.onCacheReload('roles', () => this.reloadTimeouts());
   }
 

@@ -6,7 +6,10 @@
 import t from 'tap';
 import net from 'node:net';
 import postgres from 'postgres';
+import { driverRepaired } from '../../src/core/db.ts';
 import { serverUrl } from '../helpers/database.ts';
+
+t.ok(driverRepaired(), 'the installed driver carries the repairs (the service warns at start when it does not)');
 
 const url = serverUrl();
 const { hostname, port } = new URL(url);
