@@ -248,6 +248,7 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   // Baseline and service at saturation, in alternating rounds (B S, S B, B S …) so that a
   // drift in the machine's background load hits both sides alike.
   const base = s.baseline(ctx.env);
+  const baseUrl = s.baselineTarget === 'service' ? ctx.serviceUrl : s.baselineTarget === 'edge-runtime' ? ctx.edgeRuntimeUrl : ctx.baselineUrl;
   const argon2Hash = base === 'argon2' ? ctx.auth?.hash ?? null : null;
   if (base === 'argon2') {
     if (argon2Hash === null) {
@@ -269,7 +270,6 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
       if (a.failures > 0) throw new Error('argon2.verify returned false for the stored hash');
       return { ok: a.ops, seconds: a.seconds, bad: 0, total: a.ops, codes: {} };
     }
-    const baseUrl = s.baselineTarget === 'service' ? ctx.serviceUrl : s.baselineTarget === 'edge-runtime' ? ctx.edgeRuntimeUrl : ctx.baselineUrl;
     if (baseUrl === null) throw new Error('the service started no bundled edge runtime');
     const b = await saturate(baseUrl, base, conns, seconds);
     return { ok: b.ok, seconds: b.seconds, bad: b.non2xx + b.errors, total: b.total, codes: b.statusCodes };
@@ -339,7 +339,6 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   row.p99_ms = p.p99_ms;
   row.eld_p99_ms = pacedStats.eld_p99_ms;
   // The baseline at the same fixed rate: the p99 goals are multiples of the limit's p99.
-  const baseUrl = s.baselineTarget === 'service' ? ctx.serviceUrl : s.baselineTarget === 'edge-runtime' ? ctx.edgeRuntimeUrl : ctx.baselineUrl;
   if (base !== 'argon2' && baseUrl !== null) {
     const pb = await paced(baseUrl, base, rate, D.paced);
     await settle();
