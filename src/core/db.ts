@@ -157,7 +157,7 @@ class RoleLanes {
               // PostgreSQL does not speak TLS on a Unix socket (libpq ignores sslmode there).
               if (o.path) return new PipelineSocket().connect(o.path);
               if (this.tls === 'disable') return new PipelineSocket().connect(o.port[0], o.host[0]);
-              return connectTls({ host: o.host[0], port: o.port[0] }, this.tls, { timeoutMs: CONNECT_TIMEOUT_S * 1000 });
+              return connectTls(o.host[0], o.port[0], this.tls, CONNECT_TIMEOUT_S * 1000);
             },
           }
         : {}),

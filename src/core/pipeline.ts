@@ -450,35 +450,23 @@ const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
  * as `mode` says: `require` and `prefer` encrypt without checking the certificate, as libpq
  * and the driver do; `verify-ca` checks the chain; `verify-full` the chain and the host name),
  * then the pipeline layer on the plaintext. `prefer` goes on in plaintext when the server
- * refuses TLS; the other modes fail.
+ * refuses TLS; the other modes fail. `timeoutMs` bounds the SSLRequest and the handshake (the
+ * driver's connect timeout starts after). TCP only: PostgreSQL speaks no TLS on a Unix socket.
+ *
+ * A socket factory that rejects leaves the driver's connection waiting for good (it never
+ * reconnects): a failed negotiation is handed over as a socket that fails at once, which the
+ * driver handles as any lost connection (the query that opened it fails).
  */
-export interface TlsOptions {
-  /** How long the SSLRequest and the handshake may take (the driver's connect timeout starts after). */
-  timeoutMs: number;
-  ca?: string | Buffer;
-}
-
-export function connectTls(
-  target: { host: string; port: number } | { path: string },
-  mode: Exclude<TlsMode, 'disable'>,
-  opts: TlsOptions,
-): Promise<Duplex> {
-  // A socket factory that rejects leaves the driver's connection waiting for good (it never
-  // reconnects): a failed negotiation is handed over as a socket that fails at once, which
-  // the driver handles as any lost connection (the query that opened it fails).
-  return negotiate(target, mode, opts).catch((err: Error) => {
+export function connectTls(host: string, port: number, mode: Exclude<TlsMode, 'disable'>, timeoutMs: number): Promise<Duplex> {
+  return negotiate(host, port, mode, timeoutMs).catch((err: Error) => {
     const failed = new PipelineTlsSocket();
     setImmediate(() => failed.destroy(err));
     return failed;
   });
 }
 
-async function negotiate(
-  target: { host: string; port: number } | { path: string },
-  mode: Exclude<TlsMode, 'disable'>,
-  { timeoutMs, ca }: TlsOptions,
-): Promise<Duplex> {
-  const raw = 'path' in target ? net.connect(target.path) : net.connect(target.port, target.host);
+async function negotiate(host: string, port: number, mode: Exclude<TlsMode, 'disable'>, timeoutMs: number): Promise<Duplex> {
+  const raw = net.connect(port, host);
   const timer = setTimeout(() => raw.destroy(new Error('timed out negotiating TLS with the database')), timeoutMs);
   try {
     const answer = await new Promise<number>((resolve, reject) => {
@@ -493,13 +481,11 @@ async function negotiate(
       // Plaintext on the same connection: the pipeline layer over it, as a bridge.
       return new PipelineTlsSocket().attach(raw);
     }
-    const host = 'host' in target ? target.host : undefined;
     const secure = tls.connect({
       socket: raw,
-      servername: host && !net.isIP(host) ? host : undefined,
+      servername: net.isIP(host) ? undefined : host,
       rejectUnauthorized: mode === 'verify-ca' || mode === 'verify-full',
       ...(mode === 'verify-ca' ? { checkServerIdentity: () => undefined } : {}),
-      ...(ca ? { ca } : {}),
     });
     await new Promise<void>((resolve, reject) => {
       secure.once('error', reject);
