@@ -49,15 +49,19 @@ export class Credentials {
     });
   }
 
+  /** A token verified before, from the cache; undefined when it was not seen yet. Throws when it has expired. */
+  #cached(token: string): Credential | undefined {
+    const hit = this.cache.get(token);
+    if (hit === undefined) return undefined;
+    if (hit.exp > Date.now() / 1000) return hit;
+    this.cache.delete(token);
+    throw ERRORS.invalidToken();
+  }
+
   /** Verify a JWT; throws 401 `invalid or expired token`. */
   async verify(token: string): Promise<Credential> {
-    const now = Date.now() / 1000;
-    const hit = this.cache.get(token);
-    if (hit !== undefined) {
-      if (hit.exp > now) return hit;
-      this.cache.delete(token);
-      throw ERRORS.invalidToken();
-    }
+    const hit = this.#cached(token);
+    if (hit !== undefined) return hit;
     let payload: Record<string, unknown>;
     try {
       ({ payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'] }));
@@ -87,27 +91,37 @@ export class Credentials {
     return cred;
   }
 
-  /** The credential a request carries, or null when it carries none. */
-  async fromHeaders(headers: FastifyRequest['headers']): Promise<Credential | null> {
+  /**
+   * The credential a request carries, or null when it carries none: without a promise when
+   * its token was verified before (the hot path: every request of a client after its first).
+   */
+  #fromHeaders(headers: FastifyRequest['headers']): Credential | null | Promise<Credential> {
     const authorization = headers.authorization;
     if (authorization !== undefined && authorization !== '') {
       const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
       if (!m) throw ERRORS.invalidToken();
-      return this.verify(m[1]);
+      return this.#cached(m[1]) ?? this.verify(m[1]);
     }
     const apikey = headers.apikey;
     if (typeof apikey === 'string' && apikey !== '') {
-      const cred = await this.verify(apikey);
-      // apikey is honoured only for the anon and service-role keys (contract §3).
-      if (cred.role === 'anon' || cred.role === 'service_role') return cred;
-      throw ERRORS.invalidToken();
+      const hit = this.#cached(apikey);
+      return hit !== undefined ? apikeyOnly(hit) : this.verify(apikey).then(apikeyOnly);
     }
     return null;
   }
 
+  /** The credential a request carries, or null when it carries none. */
+  async fromHeaders(headers: FastifyRequest['headers']): Promise<Credential | null> {
+    return this.#fromHeaders(headers);
+  }
+
   /** REST, RPC, batch, storage and functions: a credential, or anon in development mode. */
-  async api(req: FastifyRequest): Promise<Credential> {
-    const cred = await this.fromHeaders(req.headers);
+  api(req: FastifyRequest): Credential | Promise<Credential> {
+    const cred = this.#fromHeaders(req.headers);
+    return cred instanceof Promise ? cred : this.#orAnonymous(cred);
+  }
+
+  #orAnonymous(cred: Credential | null): Credential {
     if (cred !== null) return cred;
     if (this.devMode) return this.anonymous;
     throw ERRORS.missingCredentials();
@@ -127,4 +141,10 @@ export class Credentials {
     if (cred.role !== 'service_role') throw ERRORS.serviceRoleRequired();
     return cred;
   }
+}
+
+/** apikey is honoured only for the anon and service-role keys (contract §3). */
+function apikeyOnly(cred: Credential): Credential {
+  if (cred.role === 'anon' || cred.role === 'service_role') return cred;
+  throw ERRORS.invalidToken();
 }

@@ -144,7 +144,11 @@ class RoleLanes {
       max,
       prepare: true,
       connect_timeout: CONNECT_TIMEOUT_S,
-      idle_timeout: 60,
+      // A lane stays connected while idle: the driver re-arms an idle timer each time a
+      // connection goes idle, a timer per request on the hot path. A lane is only opened when
+      // its role's requests overlap that much (acquire takes the first idle lane), and
+      // max_lifetime still renews it.
+      idle_timeout: pipelined ? 0 : 60,
       max_lifetime: 60 * 30,
       onnotice: () => {},
       backoff: reconnectBackoff,

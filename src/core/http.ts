@@ -9,7 +9,7 @@ import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyError, type FastifyBaseLogger } from 'fastify';
 import type { RuntimeConfig } from './config.ts';
-import type { Logger } from './log.ts';
+import { lazyChildLogger, type Logger } from './log.ts';
 import { AppError, ERRORS, isConnectionError, pgErrorToAppError } from './errors.ts';
 
 const CORS_METHODS = 'GET, POST, PATCH, DELETE, OPTIONS';
@@ -99,10 +99,22 @@ export function jsonDeeperThan(text: string, limit: number): boolean {
 }
 
 /** Requests being answered, per app (the shutdown deadline reports how many it cut). */
-const inFlight = new WeakMap<FastifyInstance, { responses: Set<ServerResponse>; closing: boolean }>();
+const inFlight = new WeakMap<FastifyInstance, { sockets: Set<HttpSocket>; closing: boolean }>();
+
+/** A connection of the HTTP server; Node keeps the response it is answering on it. */
+type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
+
+/** Responses being answered: connections with a response not yet finished. */
+function* answering(sockets: Set<HttpSocket>): Generator<ServerResponse> {
+  for (const s of sockets) {
+    const res = s._httpMessage;
+    if (res && !res.writableFinished) yield res;
+  }
+}
 
 export function inFlightRequests(app: FastifyInstance): number {
-  return inFlight.get(app)?.responses.size ?? 0;
+  const state = inFlight.get(app);
+  return state ? [...answering(state.sockets)].length : 0;
 }
 
 const CLIENT_ERRORS: Record<string, [number, string]> = {
@@ -153,6 +165,7 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
 export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   const app: FastifyInstance = Fastify({
     loggerInstance: log as FastifyBaseLogger,
+    childLoggerFactory: (logger, bindings, opts) => lazyChildLogger(logger as Logger, bindings, opts) as FastifyBaseLogger,
     // Per-request log lines only at debug and trace: at info they cost a measurable share of throughput.
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
     bodyLimit: config.maxBodyBytes,
@@ -182,25 +195,29 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
     done(null, value);
   });
 
-  const state = { responses: new Set<ServerResponse>(), closing: false };
+  // Requests in flight are found through their connections (tracked once per connection, not per request).
+  const state = { sockets: new Set<HttpSocket>(), closing: false };
   inFlight.set(app, state);
-  function done(this: ServerResponse) {
-    state.responses.delete(this);
-  }
+  app.server.on('connection', (socket: HttpSocket) => {
+    state.sockets.add(socket);
+    socket.once('close', () => state.sockets.delete(socket));
+  });
   app.addHook('preClose', async () => {
     state.closing = true;
     // Requests in flight finish, then their connections close (a keep-alive client would
     // otherwise hold the drain open).
-    for (const res of state.responses) if (!res.headersSent) res.setHeader('connection', 'close');
+    for (const res of answering(state.sockets)) if (!res.headersSent) res.setHeader('connection', 'close');
   });
 
   // CORS (contract §10)
   const allowed = new Set([...config.allowedOrigins, new URL(config.siteUrl).origin]);
-  app.addHook('onRequest', async (req, reply) => {
-    state.responses.add(reply.raw);
-    reply.raw.on('close', done);
+  // A callback hook, not an async one: no promise per request.
+  app.addHook('onRequest', (req, reply, next) => {
     // Shutting down: requests still arriving on kept-alive connections are refused.
-    if (state.closing) return sendError(reply, ERRORS.shuttingDown());
+    if (state.closing) {
+      sendError(reply, ERRORS.shuttingDown());
+      return;
+    }
     const origin = req.headers.origin;
     if (origin !== undefined && (config.allowPermissiveCors || allowed.has(origin))) {
       reply.header('Access-Control-Allow-Origin', origin);
@@ -211,8 +228,10 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
       reply.header('Access-Control-Allow-Methods', CORS_METHODS);
       reply.header('Access-Control-Allow-Headers', CORS_HEADERS);
       reply.header('Access-Control-Max-Age', '600');
-      return reply.code(204).send();
+      reply.code(204).send();
+      return;
     }
+    next();
   });
 
   app.setErrorHandler((err, req, reply) => {

@@ -35,9 +35,8 @@ export class Reloading<T> {
     return this.running;
   }
 
-  /** The current value, loading it first when there is none yet. */
-  async get(): Promise<T> {
-    if (this.current === null) await this.reload();
-    return this.current!;
+  /** The current value (without a promise once loaded), loading it first when there is none yet. */
+  get(): T | Promise<T> {
+    return this.current ?? this.reload().then(() => this.current!);
   }
 }

@@ -31,12 +31,10 @@ export class SchemaCache extends Reloading<Catalog> {
     super(() => loadCatalog(deps.db.sql));
   }
 
-  override async get(): Promise<Catalog> {
-    try {
-      return await super.get();
-    } catch (err) {
+  override get(): Catalog | Promise<Catalog> {
+    return this.value ?? Promise.resolve(super.get()).catch((err: unknown) => {
       throw pgErrorToAppError(err);
-    }
+    });
   }
 }
 
