@@ -20,6 +20,11 @@
  *    connection was lost (an unhandled rejection: with Node's default, the process ends);
  *    the next connection fetches the types again, so its failure is dropped.
  *
+ * And one addition, not a repair: a query's `options.prelude` (bytes: protocol messages)
+ * goes out right in front of its Bind, in the same unit (before its Sync). The request lanes
+ * put the claims statement there (src/core/pipeline.ts): it runs in the same implicit
+ * transaction as the work, always with it, retries included, and the driver sees one query.
+ *
  * Idempotent; fails loudly when the driver's code is not the one these repairs were written
  * for (a driver update: check whether it still needs them).
  */
@@ -27,6 +32,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const MARK = '/* plinth-patch */';
+/** Marks the prelude addition (src/core/db.ts checks for it). */
+const PRELUDE_MARK = '/* plinth-patch: prelude */';
 const EXPECTED_VERSION = '3.4.9';
 
 const repairs: Array<[string, string]> = [
@@ -70,6 +77,15 @@ const repairs: Array<[string, string]> = [
     query = errorResponse = null`,
   ],
   [
+    `  function prepared(q) {
+    return Buffer.concat([
+      Bind(q.parameters, q.statement.types, q.statement.name, q.cursorName),`,
+    `  function prepared(q) {
+    return Buffer.concat([
+      ...(q.options.prelude ? [q.options.prelude] : []), ${PRELUDE_MARK}
+      Bind(q.parameters, q.statement.types, q.statement.name, q.cursorName),`,
+  ],
+  [
     `  async function fetchArrayTypes() {
     needsTypes = false`,
     `  function fetchArrayTypes() { ${MARK}
@@ -87,8 +103,10 @@ const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 for (const file of ['src/connection.js', 'cjs/src/connection.js']) {
   const path = join(root, file);
   let text = readFileSync(path, 'utf8');
-  if (text.includes(MARK)) continue;
+  const before = text;
   for (const [from, to] of repairs) {
+    // Each change once: an install patched by an earlier version of this script gets the rest.
+    if (text.includes(to)) continue;
     const at = text.indexOf(from);
     if (at < 0 || text.indexOf(from, at + 1) >= 0) {
       console.error(
@@ -99,5 +117,5 @@ for (const file of ['src/connection.js', 'cjs/src/connection.js']) {
     }
     text = text.slice(0, at) + to + text.slice(at + from.length);
   }
-  writeFileSync(path, text);
+  if (text !== before) writeFileSync(path, text);
 }

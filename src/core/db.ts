@@ -11,16 +11,16 @@
  * API role. A request goes to a lane of its role; only the claims (and the role's statement
  * timeout) are set per request, in a statement before the work, local to its transaction.
  *
- * One Sync per request: on a lane the claims statement and the work go out as one
- * extended-protocol pipeline ending in a single Sync, one implicit transaction (see
- * pipeline.ts); `prepare: true` everywhere.
+ * One Sync per request: on a lane the claims statement goes out in front of the work, as its
+ * prelude, and both end in a single Sync, one implicit transaction; the driver sees one query
+ * (see pipeline.ts); `prepare: true` everywhere.
  */
 import { hkdfSync, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
-import { CLAIMS_SQL, PipelineSocket, connectTls, tlsModeOf, type TlsMode } from './pipeline.ts';
+import { CLAIMS_SQL, PipelineSocket, claimsPrelude, connectTls, tlsModeOf, type TlsMode } from './pipeline.ts';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 export type ReservedSql = postgres.ReservedSql<Record<string, never>>;
@@ -60,13 +60,14 @@ export function deriveLoginPassword(secret: string, loginRole: string): string {
 }
 
 /**
- * Whether the driver carries the repairs `npm install` applies (scripts/patch-deps.ts): an
- * install with `--ignore-scripts` skips them, and lanes can then hang after a lost connection.
+ * Whether the driver carries the repairs and the prelude `npm install` applies
+ * (scripts/patch-deps.ts): an install with `--ignore-scripts` skips them, and then lanes can
+ * hang after a lost connection, and refuse every request (their claims never go out).
  */
 export function driverRepaired(): boolean {
   try {
-    const connection = fileURLToPath(new URL('./connection.js', import.meta.resolve('postgres')));
-    return readFileSync(connection, 'utf8').includes('/* plinth-patch */');
+    const connection = readFileSync(fileURLToPath(new URL('./connection.js', import.meta.resolve('postgres'))), 'utf8');
+    return connection.includes('/* plinth-patch */') && connection.includes('/* plinth-patch: prelude */');
   } catch {
     return false;
   }
@@ -101,9 +102,6 @@ const CONNECT_TIMEOUT_S = 2;
 
 /** Blocks in flight on one lane: 2 queries each stays well under the driver's 100-query pipeline. */
 const LANE_DEPTH = 16;
-
-/** The driver retries these by itself, alone: on a lane that retry is refused (no claims), so withContext retries the pair. */
-const RETRY_ROUTINES = new Set(['FetchPreparedStatement', 'RevalidateCachedQuery', 'transformAssignedExpr']);
 
 interface Lane {
   sql: Sql;
@@ -234,7 +232,7 @@ export class Db {
     this.requestApplicationName = `${opts.applicationName ?? 'plinth'}-requests-${randomBytes(4).toString('hex')}`;
     if (!driverRepaired()) {
       this.log.warn(
-        'the postgres driver lacks the repairs npm install applies (installed with --ignore-scripts?): run `node scripts/patch-deps.ts`; without them a connection lost at the wrong moment can hang',
+        'the postgres driver lacks the changes npm install applies (installed with --ignore-scripts?): run `node scripts/patch-deps.ts`; without them requests as API roles fail, and a connection lost at the wrong moment can hang',
       );
     }
     this.onCacheReload('roles', () => this.reloadTimeouts());
@@ -295,9 +293,10 @@ export class Db {
 
   /**
    * Run one statement as `ctx.role` with `ctx.claims`, in one transaction and one round
-   * trip. `work` must return the (not yet awaited) query, built on the `c` it is given; it
-   * is written right behind the claims statement, in the same tick, and both end in one
-   * Sync. If the claims statement fails, the work is not run.
+   * trip. `work` must return the (not yet executed) query, built on the `c` it is given; the
+   * claims statement goes out in front of it (its prelude), and both end in one Sync. If the
+   * claims statement fails, the work is not run and fails with that error; a query the
+   * driver retries (a statement re-prepared after DDL) carries its claims again.
    */
   async withContext<R extends postgres.Row = postgres.Row>(
     ctx: RequestContext,
@@ -308,16 +307,12 @@ export class Db {
     if (typeof timeout === 'object' && timeout !== null) timeout = await timeout;
     const lane = lanes.acquire() ?? (await lanes.wait());
     try {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await pipelined(lane.sql, ctx, timeout, work);
-        } catch (err) {
-          // A prepared statement the driver had to re-prepare (after DDL): it dropped it,
-          // so the pair goes again once.
-          if (attempt === 0 && RETRY_ROUTINES.has((err as { routine?: string })?.routine ?? '')) continue;
-          throw err;
-        }
-      }
+      const q = work(lane.sql) as postgres.PendingQuery<R[]> & WithPrelude;
+      q.options.prelude = claimsPrelude(ctx.claims, timeout);
+      // The extended protocol always (a query without parameters would go as a simple
+      // Query, which has no place for a prelude: the lane would refuse it).
+      q.options.simple = false;
+      return await q.execute();
     } finally {
       lanes.release(lane);
     }
@@ -444,25 +439,7 @@ export class Db {
   }
 }
 
-const noop = () => {};
-
-/** The claims statement and the work as one pipeline with one Sync (PipelineSocket). */
-async function pipelined<R extends postgres.Row>(
-  c: Sql,
-  ctx: RequestContext,
-  timeout: string | null,
-  work: (c: Sql) => postgres.PendingQuery<R[]>,
-): Promise<postgres.RowList<R[]>> {
-  const claims = c.unsafe(CLAIMS_SQL, [ctx.claims, timeout], { prepare: true }).execute();
-  let claimsError: unknown = null;
-  const settled = claims.then(noop, (err: unknown) => {
-    claimsError = err;
-  });
-  try {
-    return await work(c).execute();
-  } catch (err) {
-    await settled;
-    // The claims statement failed (a cancel, a timeout): that is the cause, not the skipped work.
-    throw claimsError ?? err;
-  }
+/** What of the driver's query `withContext` sets: read by the driver as patched (scripts/patch-deps.ts). */
+interface WithPrelude {
+  options: { prelude?: Buffer; simple?: boolean };
 }

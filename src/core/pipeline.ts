@@ -1,25 +1,27 @@
 /**
- * One Sync per request: a socket for the request lanes that joins the claims statement and
- * the work into one implicit transaction (PostgreSQL's extended protocol: every message up
- * to a Sync is one transaction unless it says otherwise).
+ * One Sync per request, and one query for the driver: the request lanes' socket, which puts
+ * the claims statement and the work into one implicit transaction (PostgreSQL's extended
+ * protocol: every message up to a Sync is one transaction unless it says otherwise).
  *
- * porsager/postgres ends every query with a Sync and settles it at the ReadyForQuery that
- * answers it. `Db.withContext` sends two queries back to back on a lane: the claims
- * statement (CLAIMS_SQL) and the work. This socket, given to the driver as its `socket`,
- * watches the messages both ways:
+ * `Db.withContext` gives the work query a prelude (`claimsPrelude`: Bind and Execute of the
+ * claims statement), which the driver sends right in front of the work's Bind, before its
+ * Sync (scripts/patch-deps.ts). This socket, given to the driver as its `socket`, follows
+ * every message both ways:
  *
- * - out: a unit (the messages up to a Sync) whose statement is CLAIMS_SQL loses its Sync,
- *   so the next unit, the work, runs in the same transaction. A unit that does not follow
- *   a claims unit (a "stray": a query retried by the driver, one queued across a lost
- *   connection) is refused before it runs: a Parse that cannot succeed goes in front of it,
- *   PostgreSQL skips the rest up to its Sync, and the driver gets an 08006 error. Only the
- *   driver's own type query (TYPES_SQL, a catalog read) may run alone.
- * - in: after the claims statement's CommandComplete a ReadyForQuery is added, so the driver
- *   settles the claims query and goes on to the work, which receives the real one. If the
- *   claims statement fails, PostgreSQL skips the work; the work then gets an error too
- *   (never an empty success).
+ * - out: the claims statement is parsed once per connection (a Parse put in front of the
+ *   first prelude); a Bind that does not follow a prelude in its unit (a "stray": a query
+ *   sent without claims) is refused before it runs: a Parse that cannot succeed goes in front
+ *   of it, PostgreSQL skips the rest up to its Sync, and the driver gets an 08006 error. Only
+ *   the driver's own type query (TYPES_SQL, a catalog read) may run alone.
+ * - in: the replies to the prelude (and to that Parse) are left out, so the driver sees the
+ *   replies to its own messages only. If the claims statement fails, its error goes to the
+ *   driver as the work's (PostgreSQL skips the work): the work fails with its cause, never
+ *   runs without claims.
  *
- * Nothing here parses rows: only message headers, and the statement name of a Bind.
+ * Each message sent adds what it is answered with to a queue; replies are matched to it in
+ * order (PostgreSQL answers in order; after an error it skips to the next Sync). A reply that
+ * does not match closes the connection: out of step, it fails closed. Nothing here parses
+ * rows: only message headers, and the names in a Parse and a Bind.
  */
 import net from 'node:net';
 import { Duplex } from 'node:stream';
@@ -27,7 +29,10 @@ import tls from 'node:tls';
 
 /** The per-request statement: claims, and the API role's statement timeout (null: the session's). */
 export const CLAIMS_SQL =
-  "select pg_catalog.set_config('request.jwt.claims', $1, true), pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true)";
+  "select from pg_catalog.set_config('request.jwt.claims', $1, true) c, pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true) t";
+
+/** Its name on a lane (the driver's own names are random): parsed there by the socket, once per connection. */
+const CLAIMS_STATEMENT = 'plinth_claims';
 
 /**
  * The one query porsager/postgres runs by itself on a new connection (array types), exactly
@@ -43,52 +48,112 @@ const TYPES_SQL = `
       order by b.oid
     `;
 
+// Frontend messages.
 const P = 0x50; // Parse
 const B = 0x42; // Bind
-const S = 0x53; // Sync
-const C = 0x43; // CommandComplete
+const D = 0x44; // Describe (backend: DataRow)
+const EX = 0x45; // Execute (backend: ErrorResponse)
+const S = 0x53; // Sync (backend: ParameterStatus)
+const CL = 0x43; // Close (backend: CommandComplete)
+const Q = 0x51; // Query (simple protocol)
+// Backend messages.
 const E = 0x45; // ErrorResponse
 const Z = 0x5a; // ReadyForQuery
-const X = 0x58; // Terminate
-const Q = 0x51; // Query (simple protocol)
+const T = 0x54; // RowDescription
+const N = 0x4e; // NoticeResponse
+const A = 0x41; // NotificationResponse
+const PS = 0x53; // ParameterStatus
 
-/** A Sync of this socket's own (told apart by identity): its ReadyForQuery is dropped. */
-const OWN_SYNC = Buffer.from([S, 0, 0, 0, 4]);
-const FLUSH = Buffer.from([0x48, 0, 0, 0, 4]);
-const READY_IN_TX = Buffer.from([Z, 0, 0, 0, 5, 0x54]);
-/** A Parse that always fails at parse time: what a stray unit meets first. */
-const POISON = parse('', 'select pg_catalog.plinth_request_without_claims()');
+const SYNC = Buffer.from([S, 0, 0, 0, 4]);
 
-function parse(name: string, text: string): Buffer {
-  const body = Buffer.concat([Buffer.from(name + '\0' + text + '\0'), Buffer.from([0, 0])]);
+function message(type: number, body: Buffer): Buffer {
   const head = Buffer.alloc(5);
-  head[0] = P;
+  head[0] = type;
   head.writeUInt32BE(body.length + 4, 1);
   return Buffer.concat([head, body]);
 }
 
-function errorResponse(code: string, message: string): Buffer {
-  const fields = Buffer.from(`SERROR\0VERROR\0C${code}\0M${message}\0\0`);
-  const head = Buffer.alloc(5);
-  head[0] = E;
-  head.writeUInt32BE(fields.length + 4, 1);
-  return Buffer.concat([head, fields]);
+/** A Parse of `text` as `name`, its parameters typed as given (OIDs). */
+function parse(name: string, text: string, types: number[] = []): Buffer {
+  const t = Buffer.alloc(2 + 4 * types.length);
+  t.writeUInt16BE(types.length, 0);
+  types.forEach((oid, i) => t.writeUInt32BE(oid, 2 + 4 * i));
+  return message(P, Buffer.concat([Buffer.from(name + '\0' + text + '\0'), t]));
 }
 
+function errorResponse(code: string, text: string): Buffer {
+  return message(E, Buffer.from(`SERROR\0VERROR\0C${code}\0M${text}\0\0`));
+}
+
+/** Both parameters text (OID 25). */
+const CLAIMS_PARSE = parse(CLAIMS_STATEMENT, CLAIMS_SQL, [25, 25]);
+/** A Parse that always fails at parse time: what a stray unit meets first. */
+const POISON = parse('', 'select pg_catalog.plinth_request_without_claims()');
 const LOST_CLAIMS = errorResponse('08006', 'request lane: a statement without its claims was not run');
-const CLAIMS_FAILED = errorResponse('25P02', 'request lane: the claims statement failed, the work was not run');
+const EXECUTE_ALL = Buffer.from([EX, 0, 0, 0, 9, 0, 0, 0, 0, 0]);
+const BIND_HEAD = Buffer.from(`\0${CLAIMS_STATEMENT}\0`);
 
-type Kind = 'claims' | 'work' | 'types' | 'stray' | 'sync' | 'swallow';
+/**
+ * The claims statement's Bind and Execute, for `options.prelude` of the work query: the
+ * claims (JSON text) and the statement timeout (null: the session's), both text.
+ */
+export function claimsPrelude(claims: string, timeout: string | null): Buffer {
+  const c = Buffer.byteLength(claims);
+  const t = timeout === null ? 0 : Buffer.byteLength(timeout);
+  // B, length, portal "", statement, 0 parameter formats, 2 parameters, 0 result formats.
+  const bindLength = 4 + BIND_HEAD.length + 2 + 2 + 4 + c + 4 + t + 2;
+  const out = Buffer.allocUnsafe(1 + bindLength + EXECUTE_ALL.length);
+  let at = out.writeUInt8(B, 0);
+  at = out.writeUInt32BE(bindLength, at);
+  at += BIND_HEAD.copy(out, at);
+  at = out.writeUInt16BE(0, at);
+  at = out.writeUInt16BE(2, at);
+  at = out.writeInt32BE(c, at);
+  at += out.write(claims, at, 'utf8');
+  at = out.writeInt32BE(timeout === null ? -1 : t, at);
+  if (timeout !== null) at += out.write(timeout, at, 'utf8');
+  at = out.writeUInt16BE(0, at);
+  EXECUTE_ALL.copy(out, at);
+  return out;
+}
 
-interface Unit {
-  kind: Kind;
-  synced: boolean;
-  /** A CommandComplete or ErrorResponse arrived for it. */
-  answered: boolean;
-  /** An ErrorResponse was made up for it already. */
-  errorSent: boolean;
-  /** A claims unit whose statement failed. */
-  failed: boolean;
+/** What a message sent is answered with. */
+const Reply = {
+  /** ParseComplete. */
+  Parse: 0,
+  /** BindComplete. */
+  Bind: 1,
+  /** ParameterDescription, then RowDescription or NoData. */
+  DescribeStatement: 2,
+  /** RowDescription or NoData. */
+  DescribePortal: 3,
+  /** DataRows, then CommandComplete, EmptyQueryResponse or PortalSuspended. */
+  Execute: 4,
+  /** CloseComplete. */
+  Close: 5,
+  /** ReadyForQuery. */
+  Sync: 6,
+  /** The poison Parse: an ErrorResponse, replaced by LOST_CLAIMS. */
+  Poison: 7,
+} as const;
+type Reply = (typeof Reply)[keyof typeof Reply];
+
+/** The backend message types that answer each, as the first byte. */
+const ANSWERS: Record<Reply, string> = {
+  [Reply.Parse]: '1',
+  [Reply.Bind]: '2',
+  [Reply.DescribeStatement]: 't',
+  [Reply.DescribePortal]: 'Tn',
+  [Reply.Execute]: 'DCIs',
+  [Reply.Close]: '3',
+  [Reply.Sync]: 'Z',
+  [Reply.Poison]: '',
+};
+
+interface Expected {
+  reply: Reply;
+  /** A reply to the socket's own message (the prelude, the claims Parse): left out. */
+  own: boolean;
 }
 
 function cstring(buf: Buffer, at: number): [string, number] {
@@ -105,21 +170,24 @@ type SocketClass = new (...args: any[]) => Duplex;
  * the fast path) and over `TlsBridge` (TLS to the database, negotiated before the driver
  * sees the socket, so that this layer reads and writes plaintext).
  */
-function pipelining<B extends SocketClass>(Base: B) {
+function pipelining<Base extends SocketClass>(Base: Base) {
   class Pipelined extends Base {
     /** Set at the first ReadyForQuery: from then on every write is whole protocol messages. */
     #ready = false;
-    readonly #units: Unit[] = [];
-    #open: Unit | null = null;
-    /** The last unit out was a claims unit whose Sync was held back. */
-    #armed = false;
-    readonly #claimsNames = new Set<string>();
+    /** The replies still to come, in order (a queue: `#head` is the next). */
+    #expected: Expected[] = [];
+    #head = 0;
+    /** An error arrived before its unit's Sync was sent: PostgreSQL skips what comes up to it. */
+    #skipping = false;
+    /** The claims statement: not parsed on this connection, its Parse sent, or parsed. */
+    #claims: 'no' | 'sent' | 'yes' = 'no';
+    /** In the unit being sent: a prelude Bind was seen (its Execute follows), then its Execute (the work may follow). */
+    #prelude: 'none' | 'bound' | 'run' = 'none';
     readonly #typesNames = new Set<string>();
     #carry: Buffer | null = null;
-    /** Bytes still to come of the message being read, whether they are kept, its type. */
+    /** Bytes still to come of the message being read, whether they are kept. */
     #left = 0;
     #keep = true;
-    #current = 0;
     #replaceWith: Buffer | null = null;
 
     // net.Socket#connect resets an own or overridden `write`; the Writable hooks stay ours.
@@ -134,95 +202,90 @@ function pipelining<B extends SocketClass>(Base: B) {
       );
     }
 
-    /** Rewrite what the driver sends: hold back a claims unit's Sync, poison a stray unit. */
+    #expect(reply: Reply, own = false): void {
+      // After an error PostgreSQL skips everything up to the unit's Sync: nothing to expect.
+      if (this.#skipping && reply !== Reply.Sync) return;
+      if (reply === Reply.Sync) this.#skipping = false;
+      this.#expected.push({ reply, own });
+    }
+
+    /** Follow what the driver sends: parse the claims statement once, refuse a stray unit. */
     #outgoing(chunk: Buffer): Buffer {
-      if (chunk === OWN_SYNC) {
-        this.#units.push({ kind: 'swallow', synced: true, answered: true, errorSent: true, failed: false });
-        return chunk;
-      }
       if (!this.#ready || !Buffer.isBuffer(chunk)) return chunk;
-      const out: Buffer[] = [];
+      let out: Buffer[] | null = null;
       let from = 0;
-      let changed = false;
+      const insert = (at: number, bytes: Buffer[], skipTo = at) => {
+        out ??= [];
+        out.push(chunk.subarray(from, at), ...bytes);
+        from = skipTo;
+      };
       for (let i = 0; i < chunk.length; ) {
         const type = chunk[i];
         const end = i + 1 + chunk.readUInt32BE(i + 1);
-        if (this.#open === null) {
-          const kind = this.#classify(chunk, i, type);
-          this.#open = { kind, synced: false, answered: false, errorSent: false, failed: false };
-          this.#units.push(this.#open);
-          if (kind === 'stray') {
-            out.push(chunk.subarray(from, i), POISON);
-            from = i;
-            changed = true;
+        switch (type) {
+          case P: {
+            const [name, next] = cstring(chunk, i + 5);
+            if (cstring(chunk, next)[0] === TYPES_SQL && name) this.#typesNames.add(name);
+            this.#expect(Reply.Parse);
+            break;
           }
-        } else if (type === P) {
-          this.#learn(chunk, i);
-        }
-        if (type === Q) {
-          // A simple Query is a unit of its own: it ends with its own ReadyForQuery.
-          this.#open!.synced = true;
-          this.#open = null;
-        } else if (type === S) {
-          const unit = this.#open;
-          unit.synced = true;
-          this.#open = null;
-          if (unit.kind === 'claims' && unit.failed) {
-            // Its statement failed before this Sync: the Sync goes out, its answer is dropped.
-            this.#units.push({ kind: 'swallow', synced: true, answered: true, errorSent: true, failed: false });
-          } else if (unit.kind === 'claims') {
-            // Held back. When nothing follows in this write (the driver waits for the claims
-            // query's answer before it sends the work, as after a first Parse), a Flush takes its
-            // place: PostgreSQL answers an Execute only at a Sync or a Flush.
-            out.push(chunk.subarray(from, i));
-            if (end === chunk.length) out.push(FLUSH);
-            from = end;
-            changed = true;
-            this.#armed = true;
+          case B: {
+            const [, next] = cstring(chunk, i + 5); // portal
+            const [statement] = cstring(chunk, next);
+            if (statement === CLAIMS_STATEMENT) {
+              if (this.#claims === 'no' && !this.#skipping) {
+                insert(i, [CLAIMS_PARSE]);
+                this.#expect(Reply.Parse, true);
+                this.#claims = 'sent';
+              }
+              this.#expect(Reply.Bind, true);
+              this.#prelude = 'bound';
+            } else if (this.#prelude === 'run' || this.#typesNames.has(statement)) {
+              this.#prelude = 'none';
+              this.#expect(Reply.Bind);
+            } else {
+              // A stray: it does not run (the poison's error makes PostgreSQL skip to the Sync).
+              if (!this.#skipping) {
+                insert(i, [POISON]);
+                this.#expect(Reply.Poison);
+                this.#skipping = true;
+              }
+            }
+            break;
           }
+          case EX:
+            if (this.#prelude === 'bound') {
+              this.#prelude = 'run';
+              this.#expect(Reply.Execute, true);
+            } else {
+              this.#expect(Reply.Execute);
+            }
+            break;
+          case D:
+            this.#expect(chunk[i + 5] === S ? Reply.DescribeStatement : Reply.DescribePortal);
+            break;
+          case CL:
+            this.#expect(Reply.Close);
+            break;
+          case S:
+            this.#prelude = 'none';
+            this.#expect(Reply.Sync);
+            break;
+          case Q:
+            // The simple protocol has no place for a prelude: never run on a lane. Sent instead:
+            // the poison and a Sync (its ReadyForQuery is what the driver waits for).
+            insert(i, [POISON, SYNC], end);
+            this.#expect(Reply.Poison);
+            this.#skipping = true;
+            this.#expect(Reply.Sync);
+            break;
+          // Flush, Terminate and the copy messages are not answered.
         }
         i = end;
       }
-      if (!changed) return chunk;
-      out.push(chunk.subarray(from));
+      if (out === null) return chunk;
+      (out as Buffer[]).push(chunk.subarray(from));
       return Buffer.concat(out);
-    }
-
-    /** What a unit is, from its first message. */
-    #classify(buf: Buffer, at: number, type: number): Kind {
-      if (type === P) {
-        const kind = this.#learn(buf, at);
-        if (kind) return kind;
-      } else if (type === B) {
-        const [, next] = cstring(buf, at + 5); // portal
-        const [name] = cstring(buf, next);
-        if (this.#claimsNames.has(name)) return 'claims';
-        if (this.#typesNames.has(name)) return 'types';
-      } else if (type === S || type === X) {
-        // A lone Sync (or Terminate) ends whatever transaction is open: nothing may join it after this.
-        this.#armed = false;
-        return 'sync';
-      }
-      if (this.#armed) {
-        this.#armed = false;
-        return 'work';
-      }
-      return 'stray';
-    }
-
-    /** Remember the name of a claims or types statement being parsed. */
-    #learn(buf: Buffer, at: number): Kind | null {
-      const [name, next] = cstring(buf, at + 5);
-      const [text] = cstring(buf, next);
-      if (text === CLAIMS_SQL) {
-        if (name) this.#claimsNames.add(name);
-        return 'claims';
-      }
-      if (text === TYPES_SQL) {
-        if (name) this.#typesNames.add(name);
-        return 'types';
-      }
-      return null;
     }
 
     override emit(event: string | symbol, ...args: unknown[]): boolean {
@@ -235,7 +298,7 @@ function pipelining<B extends SocketClass>(Base: B) {
 
     /**
      * Walk the incoming messages (headers only) from the first byte of the connection;
-     * returns the bytes to hand to the driver, with messages added or left out.
+     * returns the bytes to hand to the driver, with messages left out or replaced.
      */
     #read(input: Buffer): Buffer[] {
       let chunk = input;
@@ -259,110 +322,81 @@ function pipelining<B extends SocketClass>(Base: B) {
           }
           i += n;
           this.#left -= n;
-          if (this.#left === 0) {
-            const after = this.#ended(this.#current);
-            if (after) {
-              flush(i);
-              out.push(after);
-            }
+          if (this.#left === 0 && this.#replaceWith) {
+            flush(i);
+            out.push(this.#replaceWith);
+            this.#replaceWith = null;
           }
           continue;
         }
-        // Act only on a whole header (and a whole ReadyForQuery): keep a partial one for later.
-        const rest = chunk.length - i;
-        if (rest < 5 || (rest < 6 && chunk[i] === Z)) {
+        // Act only on a whole header: keep a partial one for later.
+        if (chunk.length - i < 5) {
           flush(i);
           this.#carry = Buffer.from(chunk.subarray(i));
           from = chunk.length;
           break;
         }
-        const type = chunk[i];
-        const before = this.#starting(type);
-        if (before) {
-          flush(i);
-          out.push(before);
+        if (!this.#incoming(chunk[i])) {
+          // Out of step with what was sent: nothing more is read from this connection.
+          this.destroy(new Error('request lane: a reply that does not match what was sent'));
+          return [];
         }
-        this.#current = type;
         this.#left = 1 + chunk.readUInt32BE(i + 1);
       }
       flush(chunk.length);
       return out;
     }
 
-    /** Before a message: bytes to put in front of it; sets `keep`. */
-    #starting(type: number): Buffer | null {
+    /** A message begins: match it to what was sent, set `keep`. false: it does not match. */
+    #incoming(type: number): boolean {
       this.#keep = true;
-      if (type === Z) {
-        if (!this.#ready) {
-          this.#ready = true;
-          return null;
-        }
-        const unit = this.#units[0];
-        if (unit === undefined) return null;
-        if (unit.kind === 'swallow') {
-          this.#keep = false;
-          return null;
-        }
-        if (unit.kind !== 'sync' && !unit.answered && !unit.errorSent) {
-          // A unit with an Execute that got neither a result nor an error was skipped.
-          unit.errorSent = true;
-          return unit.kind === 'stray' ? LOST_CLAIMS : CLAIMS_FAILED;
-        }
-        return null;
+      if (!this.#ready) {
+        if (type === Z) this.#ready = true;
+        return true;
       }
-      if (type === E && this.#ready) {
-        const unit = this.#units[0];
-        if (unit?.kind === 'stray' && !unit.answered) {
+      if (type === N || type === A || type === PS) return true; // may come at any time
+      const next = this.#expected[this.#head];
+      if (next === undefined) return false;
+      if (type === E) {
+        if (next.reply === Reply.Poison) {
           // The poison's own error, replaced by one that says what happened.
-          unit.answered = true;
-          unit.errorSent = true;
           this.#keep = false;
           this.#replaceWith = LOST_CLAIMS;
         }
+        // An error of the prelude goes to the driver as the work's: it is why the work did not run.
+        // PostgreSQL now skips to the Sync: so does the queue.
+        while (this.#expected[this.#head]?.reply !== Reply.Sync) {
+          const dropped = this.#expected[this.#head];
+          if (dropped === undefined) {
+            this.#skipping = true; // the Sync is not sent yet
+            break;
+          }
+          if (dropped.own && dropped.reply === Reply.Parse) this.#claims = 'no';
+          this.#shift();
+        }
+        return true;
       }
-      return null;
+      if (!ANSWERS[next.reply].includes(String.fromCharCode(type))) return false;
+      this.#keep = !next.own;
+      if (next.reply === Reply.DescribeStatement) {
+        next.reply = Reply.DescribePortal; // its second reply comes next
+        return true;
+      }
+      if (next.reply === Reply.Execute && type === D) return true; // more rows may come
+      if (next.own && next.reply === Reply.Parse) this.#claims = 'yes';
+      this.#shift();
+      return true;
     }
 
-    /** After a message: bytes to put behind it. */
-    #ended(type: number): Buffer | null {
-      if (this.#replaceWith) {
-        const b = this.#replaceWith;
-        this.#replaceWith = null;
-        return b;
+    #shift(): void {
+      this.#head++;
+      if (this.#head === this.#expected.length) {
+        this.#expected = [];
+        this.#head = 0;
+      } else if (this.#head > 64) {
+        this.#expected = this.#expected.slice(this.#head);
+        this.#head = 0;
       }
-      if (!this.#ready) return null;
-      if (type === Z) {
-        this.#units.shift();
-        return null;
-      }
-      if (type !== C && type !== E) return null;
-      const unit = this.#units[0];
-      if (unit === undefined) return null;
-      unit.answered = true;
-      if (unit.kind !== 'claims') return null;
-      // The claims statement is done: a made-up ReadyForQuery settles it in the driver.
-      this.#units.shift();
-      if (type === C) return READY_IN_TX;
-      // It failed: PostgreSQL now skips every message up to the next Sync.
-      unit.failed = true;
-      this.#armed = false;
-      if (!unit.synced) {
-        // Failed at Parse: the driver sends its Sync for it (passed on; the answer is dropped).
-        return READY_IN_TX;
-      }
-      const next = this.#units[0];
-      if (next === undefined) {
-        // The work is not out yet: end the failed transaction now; it will come as a stray.
-        this.write(OWN_SYNC);
-        return READY_IN_TX;
-      }
-      if (!next.synced && !next.errorSent) {
-        // The work waits for a Describe answer that will not come: fail it now, and the
-        // driver sends its Sync.
-        next.errorSent = true;
-        return Buffer.concat([READY_IN_TX, CLAIMS_FAILED]);
-      }
-      return READY_IN_TX;
     }
   }
   return Pipelined;

@@ -83,7 +83,7 @@ t.test('withContext', async (t) => {
   t.ok(results.every((r, i) => r[0].r === (i % 2 ? 'authenticated' : 'anon')), 'pipelined contexts stay separate');
 
   // A prepared statement whose result changes after DDL: the driver re-prepares it and
-  // retries it alone, which the lane refuses (no claims); withContext then sends the pair again.
+  // retries it, its claims prelude with it.
   await tdb.sql`create table public.shapes (a int)`;
   await tdb.sql`grant select on public.shapes to authenticated`;
   await tdb.sql`insert into public.shapes values (1)`;

@@ -122,7 +122,7 @@ t.test('request lanes over TLS', async (t) => {
     t.ok(many.every((u) => u === userId), 'a pipelined burst over TLS: every request with its claims');
 
     // A prepared statement whose result changes after DDL: the driver re-prepares and retries
-    // it alone; the lane refuses it (no claims) and the pair goes again, with the claims.
+    // it, its claims prelude with it.
     await tdb.sql`create table public.tls_shapes (a int)`;
     await tdb.sql`grant select on public.tls_shapes to authenticated`;
     await tdb.sql`insert into public.tls_shapes values (1)`;
