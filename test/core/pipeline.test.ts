@@ -90,7 +90,7 @@ t.test('a first unit that fails at its own Parse: the claims statement is parsed
   const sql = lane();
   // No parameters, prepared: the work's Parse, the claims statement's Parse and both Binds go
   // in one unit; the work's Parse fails, PostgreSQL skips the rest.
-  const bad = sql.unsafe('selec 1', [], { prepare: true });
+  const bad = sql.unsafe('selec 1', [], { prepare: true }) as postgres.PendingQuery<postgres.Row[]>;
   t.equal(await code(withClaims(bad)), '42601', 'the syntax error, as the query\'s');
   const [{ uid }] = await withClaims(sql`select auth.uid() as uid, ${1}::int as one`);
   t.equal(uid, userId, 'the next query runs with its claims');
