@@ -29,7 +29,7 @@ import tls from 'node:tls';
 
 /** The per-request statement: claims, and the API role's statement timeout (null: the session's). */
 export const CLAIMS_SQL =
-  "select from pg_catalog.set_config('request.jwt.claims', $1, true) c, pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true) t";
+  "select pg_catalog.set_config('request.jwt.claims', $1, true), pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true)";
 
 /** Its name on a lane (the driver's own names are random): parsed there by the socket, once per connection. */
 const CLAIMS_STATEMENT = 'plinth_claims';
