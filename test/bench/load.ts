@@ -100,6 +100,25 @@ export interface PacedResult {
   p50_ms: number;
   p99_ms: number;
   max_ms: number;
+  /** Every 2xx latency, ms, sorted (to pool several slices). */
+  latencies: number[];
+}
+
+/** Several slices of one side at the same rate, pooled: counts summed, percentiles over all latencies. */
+export function pooled(slices: PacedResult[]): PacedResult {
+  const latencies = slices.flatMap((s) => s.latencies).sort((a, b) => a - b);
+  const sum = (k: 'sent' | 'ok' | 'non2xx' | 'errors') => slices.reduce((n, s) => n + s[k], 0);
+  const round = (n: number) => Math.round(n * 100) / 100;
+  return {
+    sent: sum('sent'),
+    ok: sum('ok'),
+    non2xx: sum('non2xx'),
+    errors: sum('errors'),
+    p50_ms: round(percentile(latencies, 50)),
+    p99_ms: round(percentile(latencies, 99)),
+    max_ms: round(latencies[latencies.length - 1] ?? NaN),
+    latencies,
+  };
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -321,6 +340,7 @@ export async function paced(origin: string, traffic: Traffic, rate: number, seco
     p50_ms: round(percentile(latencies, 50)),
     p99_ms: round(percentile(latencies, 99)),
     max_ms: round(latencies[latencies.length - 1] ?? NaN),
+    latencies,
   };
 }
 
