@@ -500,7 +500,8 @@ export function connectTls(host: string, port: number, mode: Exclude<TlsMode, 'd
 }
 
 async function negotiate(host: string, port: number, mode: Exclude<TlsMode, 'disable'>, timeoutMs: number): Promise<Duplex> {
-  const raw = net.connect(port, host);
+  // No Nagle (see RoleLanes): pipelined writes must not wait for the ACK of the ones before.
+  const raw = net.connect({ port, host, noDelay: true });
   const timer = setTimeout(() => raw.destroy(new Error('timed out negotiating TLS with the database')), timeoutMs);
   try {
     const answer = await new Promise<number>((resolve, reject) => {
