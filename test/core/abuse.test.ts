@@ -326,7 +326,7 @@ t.test('shutting down: requests in flight finish with Connection: close; later o
   // A: a slow request in flight. B: a request whose head is still arriving.
   const A = open(`POST /rest/v1/rpc/slow HTTP/1.1\r\nHost: x\r\napikey: ${a.anonKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
   const B = open('GET /health HTTP/1.1\r\nHost: x\r\n');
-  await waitFor(async () => (await a.db.sql`select 1 from pg_stat_activity where query like '%slow%' and state = 'active' and pid <> pg_backend_pid()`).length > 0);
+  await waitFor(async () => (await a.db.sql`select 1 from pg_stat_activity where datname = current_database() and query like '%slow%' and state = 'active' and pid <> pg_backend_pid()`).length > 0);
   // Both connections must be accepted before the server stops listening: one still in the
   // kernel's backlog then would be reset, which is not what this test is about.
   const server = a.service.app.server;

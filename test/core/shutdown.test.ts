@@ -72,10 +72,11 @@ function logLines(stdout: string): Array<Record<string, unknown>> {
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
-const sleeping = (db: TestDatabase, seconds: number) =>
-  db.sql`select pid from pg_stat_activity where query like ${'%slow%'} and state = 'active' and pid <> pg_backend_pid() and query not like '%pg_stat_activity%'`.then(
-    (rows) => rows.length,
-  );
+/** Statements of this test's database running `slow` (test files run side by side: other databases' do not count). */
+const sleeping = (db: TestDatabase) =>
+  db.sql`select pid from pg_stat_activity
+          where datname = current_database() and query like ${'%slow%'} and state = 'active'
+            and pid <> pg_backend_pid() and query not like '%pg_stat_activity%'`.then((rows) => rows.length);
 
 t.test('shutdown', async (t) => {
   const db = await createTestDatabase(t);
@@ -91,7 +92,7 @@ t.test('shutdown', async (t) => {
       headers: { apikey: app.anonKey, 'content-type': 'application/json' },
       body: '{"s": 0.5}',
     });
-    await waitFor(async () => (await sleeping(db, 0.5)) > 0);
+    await waitFor(async () => (await sleeping(db)) > 0);
     app.child.kill('SIGTERM');
     const r = await res;
     t.same([r.status, await r.json()], [200, 1], 'answered');
@@ -109,13 +110,13 @@ t.test('shutdown', async (t) => {
       (r) => r.status,
       () => 'closed',
     );
-    await waitFor(async () => (await sleeping(db, 120)) > 0);
+    await waitFor(async () => (await sleeping(db)) > 0);
     app.child.kill('SIGTERM');
     // Bounded by the test's own deadline, far below the 120 s the statement would take.
     const code = await Promise.race([app.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 30000))]);
     t.equal(code, 0, 'the process exits');
     t.equal(await res, 'closed', 'the request cut sees its connection closed');
-    await waitFor(async () => (await sleeping(db, 120)) === 0, 10000, () => 'the statement is still running');
+    await waitFor(async () => (await sleeping(db)) === 0, 10000, () => 'the statement is still running');
     t.pass('the statement was cancelled in PostgreSQL');
     const line = logLines(app.stdout()).find((l) => String(l.msg).includes('deadline'));
     t.ok(line, 'one line says so');
