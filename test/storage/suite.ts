@@ -490,8 +490,12 @@ export function storageSuite(t: T, backend: BackendName): void {
         );
       });
     });
+    // The upload's transaction ends only once the server is done with the body (bytes
+    // removed); while begin_upload still runs it is 'active', not 'idle in transaction'.
     await until(async () => {
-      const rows = await app.db.sql`select 1 from pg_stat_activity where datname = current_database() and state = 'idle in transaction'`;
+      const rows = await app.db.sql`select 1 from pg_stat_activity
+        where datname = current_database() and pid <> pg_backend_pid()
+          and xact_start is not null and query like '%storage.%'`;
       return rows.length === 0;
     }, 'the upload transaction to end');
     await until(async () => (await objectRows(app, 'cut')).length === 0 && storedFiles(app).length === 0, 'nothing left', 10000).catch(() => {});
