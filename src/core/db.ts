@@ -347,11 +347,14 @@ export class Db {
     const c = await lanes.txn.reserve();
     try {
       const setup = Promise.all([c`begin`.execute(), c.unsafe(CLAIMS_SQL, [ctx.claims, timeout], { prepare: true }).execute()]);
+      const work = fn(c);
       let result: T;
       try {
-        [, result] = await Promise.all([setup, fn(c)]);
+        [, result] = await Promise.all([setup, work]);
       } catch (err) {
-        await setup.catch(() => {});
+        // Both settle before the rollback: work still running (its setup failed first) must
+        // not go on sending statements on this connection after it, or after its release.
+        await Promise.allSettled([setup, work]);
         await c`rollback`.catch(() => {});
         throw err;
       }

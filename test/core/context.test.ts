@@ -150,6 +150,20 @@ t.test('withContext', async (t) => {
   t.equal(fresh, '22021', 'claims refused, a statement still being described: the same');
   const [{ k }] = await tdb.sql`select count(*)::int as k from public.notes where id in (20, 21)`;
   t.equal(k, 0, 'the skipped work wrote nothing');
+  // The same in a transaction: the work goes on after its claims failed (its statements
+  // fail in the aborted transaction); the rollback waits for it, nothing is written.
+  const txn = await db
+    .transactionWithContext(bad, async (c) => {
+      await c`select 1`.catch(() => {});
+      // Work that takes a while (a body being read, say) before its next statement.
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      await c`insert into public.notes (id, body) values (${22}, 'after')`.catch(() => {});
+      return 'done';
+    })
+    .then(() => null, (e: { code?: string }) => e.code);
+  t.equal(txn, '22021', 'transactionWithContext: the claims\' error');
+  const [{ k2 }] = await tdb.sql`select count(*)::int as k2 from public.notes where id = 22`;
+  t.equal(k2, 0, 'the work that went on wrote nothing');
   const fine = await db.withContext(anon, (c) => c`select 1 as one, ${2}::int as two`);
   t.same([...fine], [{ one: 1, two: 2 }], 'the lane goes on');
 
