@@ -145,6 +145,10 @@ class RoleLanes {
     this.apiRole = apiRole;
     this.tls = tlsModeOf(url);
     this.lanes = Array.from({ length: count }, () => ({ inflight: 0, sql: this.connect(1, true) }));
+    // Connect every lane now, in the background: the later lanes are used only when requests
+    // pile up (LANE_SHARE), and a request sent to a lane that is still connecting would wait
+    // for the connection, the driver's type query and the claims statement's Parse.
+    for (const l of this.lanes) void l.sql.reserve().then((r) => r.release(), () => {});
   }
 
   private connect(max: number, pipelined: boolean): Sql {
