@@ -113,9 +113,14 @@ const LANE_DEPTH = 16;
  */
 const LANE_SHARE = 4;
 
+/** A lane with requests in flight that answered none for this long is held by a slow statement: no more requests join it. */
+const LANE_STALL_MS = 2;
+
 interface Lane {
   sql: Sql;
   inflight: number;
+  /** When it last answered a request (performance.now()). */
+  answered: number;
 }
 
 /** The URL without its TLS parameters: the lanes negotiate TLS themselves (connectTls). */
@@ -144,7 +149,7 @@ class RoleLanes {
     this.applicationName = applicationName;
     this.apiRole = apiRole;
     this.tls = tlsModeOf(url);
-    this.lanes = Array.from({ length: count }, () => ({ inflight: 0, sql: this.connect(1, true) }));
+    this.lanes = Array.from({ length: count }, () => ({ inflight: 0, answered: 0, sql: this.connect(1, true) }));
     // Connect every lane now, in the background: the later lanes are used only when requests
     // pile up (LANE_SHARE), and a request sent to a lane that is still connecting would wait
     // for the connection, the driver's type query and the claims statement's Parse.
@@ -187,13 +192,16 @@ class RoleLanes {
   }
 
   /**
-   * The first lane (in order) with fewer than LANE_SHARE requests in flight, else the least
-   * busy with room, else null (every lane full).
+   * The first lane (in order) with fewer than LANE_SHARE requests in flight that is moving
+   * (it answered a request within LANE_STALL_MS, or has none in flight), else the least busy
+   * lane with room, else null (every lane full). Requests gather on few lanes, and leave in
+   * one write; a lane held by a slow statement takes no more requests behind it.
    */
   acquire(): Lane | null {
+    const now = performance.now();
     let best: Lane | null = null;
     for (const l of this.lanes) {
-      if (l.inflight < LANE_SHARE) {
+      if (l.inflight < LANE_SHARE && (l.inflight === 0 || now - l.answered < LANE_STALL_MS)) {
         best = l;
         break;
       }
@@ -208,6 +216,7 @@ class RoleLanes {
   }
 
   release(lane: Lane): void {
+    lane.answered = performance.now();
     const next = this.waiting.shift();
     if (next) next(lane);
     else lane.inflight--;

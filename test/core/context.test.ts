@@ -167,6 +167,21 @@ t.test('withContext', async (t) => {
   const fine = await db.withContext(anon, (c) => c`select 1 as one, ${2}::int as two`);
   t.same([...fine], [{ one: 1, two: 2 }], 'the lane goes on');
 
+  // A lane held by a slow statement (running for longer than the lane stall time) takes no
+  // request behind it: the next goes to another lane and is answered while the slow one runs.
+  let slowDone = false;
+  const slow = db.withContext(anon, (c) => c`select pg_sleep(${1.5})::text as slept`).then(() => (slowDone = true));
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+    const [{ n: running }] = await tdb.sql`select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and state = 'active' and query like '%pg_sleep%' and pid <> pg_backend_pid()
+        and now() - query_start > interval '20 milliseconds'`;
+    if (running > 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const [{ quick }] = await db.withContext(anon, (c) => c`select ${'fast'}::text as quick`);
+  t.same([quick, slowDone], ['fast', false], 'a request after a slow one is answered while the slow one runs');
+  await slow;
+
   // A connection of a lane's login role, as a lane that reconnected would be: it runs as
   // its API role at most, and its own login role can read nothing.
   const stray = postgres({ ...postgres(tdb.url).options, user: 'plinth_anon', max: 1, onnotice: () => {} } as never) as postgres.Sql;
