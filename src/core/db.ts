@@ -162,9 +162,8 @@ class RoleLanes {
       prepare: true,
       connect_timeout: CONNECT_TIMEOUT_S,
       // A lane stays connected while idle: the driver re-arms an idle timer each time a
-      // connection goes idle, a timer per request on the hot path. A lane is only opened when
-      // its role's requests overlap that much (acquire takes the first idle lane), and
-      // max_lifetime still renews it.
+      // connection goes idle, a timer per request on the hot path. Lanes connect up front
+      // (constructor), and max_lifetime still renews them.
       idle_timeout: pipelined ? 0 : 60,
       max_lifetime: 60 * 30,
       onnotice: () => {},
