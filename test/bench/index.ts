@@ -26,7 +26,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { createBenchDatabase, storedPasswordHash, type BenchDatabase } from './fixtures.ts';
-import { startChild, type Child, type ProcessStats } from './ipc.ts';
+import { startChild, type Child, type GcStats, type ProcessStats } from './ipc.ts';
 import { once, paced, pooled, saturate, type PacedResult, type RequestSpec, type Traffic } from './load.ts';
 import { formatComparison, formatProfile, summariseProfile } from './profile.ts';
 import { RUN_ORDER, SCENARIOS, TokenPool, mintUserToken, type CustomScenario, type Env, type Scenario } from './scenarios.ts';
@@ -101,6 +101,8 @@ interface Row {
   elu: number | null;
   eld_p99_ms: number | null;
   non2xx_share: number | null;
+  /** GC pauses of each side during its fixed-rate slices (what sets the p99 tail). */
+  gc?: { service: GcStats; baseline: GcStats | null };
   note?: string;
   extra?: Record<string, unknown>;
 }
@@ -337,6 +339,8 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   const baseSlices: PacedResult[] = [];
   let eldP99 = 0;
   let pacedRss = 0;
+  const svcGc: GcStats[] = [];
+  const baseGc: GcStats[] = [];
   const slices = args.quick ? 1 : 4;
   for (let i = 0; i < slices; i++) {
     const order = i % 2 === 0 || base === 'argon2' || baseUrl === null ? ['s', 'b'] : ['b', 's'];
@@ -348,8 +352,11 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
         const st = await service!.stats();
         eldP99 = Math.max(eldP99, st.eld_p99_ms);
         pacedRss = Math.max(pacedRss, st.rss_mb);
+        svcGc.push(st.gc);
       } else if (base !== 'argon2' && baseUrl !== null) {
+        await baseline!.resetStats();
         baseSlices.push(await paced(baseUrl, base, rate, D.paced / slices));
+        baseGc.push((await baseline!.stats()).gc);
       }
       await settle();
     }
@@ -358,6 +365,7 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   row.p50_ms = p.p50_ms;
   row.p99_ms = p.p99_ms;
   row.eld_p99_ms = eldP99;
+  row.gc = { service: sumGc(svcGc), baseline: baseGc.length > 0 ? sumGc(baseGc) : null };
   // The baseline at the same fixed rate: the p99 goals are multiples of the limit's p99.
   if (baseSlices.length > 0) row.baseline_p99_ms = pooled(baseSlices).p99_ms;
   const pacedStats = { rss_mb: pacedRss };
@@ -379,6 +387,27 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   else if (s.target.kind === 'rps') row.status = r.rps >= s.target.min ? 'PASS' : 'MISS';
   else row.status = 'INFO';
   return row;
+}
+
+function sumGc(all: GcStats[]): GcStats {
+  const r2 = (n: number) => Math.round(n * 100) / 100;
+  const s = all.reduce(
+    (a, g) => ({
+      minor_n: a.minor_n + g.minor_n,
+      minor_ms: a.minor_ms + g.minor_ms,
+      minor_max_ms: Math.max(a.minor_max_ms, g.minor_max_ms),
+      major_n: a.major_n + g.major_n,
+      major_ms: a.major_ms + g.major_ms,
+      major_max_ms: Math.max(a.major_max_ms, g.major_max_ms),
+    }),
+    { minor_n: 0, minor_ms: 0, minor_max_ms: 0, major_n: 0, major_ms: 0, major_max_ms: 0 },
+  );
+  return { ...s, minor_ms: r2(s.minor_ms), major_ms: r2(s.major_ms) };
+}
+
+function fmtGc(g: GcStats): string {
+  const part = (n: number, sum: number, max: number) => (n === 0 ? '0' : `${n} (${sum.toFixed(0)} ms, max ${max.toFixed(1)})`);
+  return `young ${part(g.minor_n, g.minor_ms, g.minor_max_ms)}, full ${part(g.major_n, g.major_ms, g.major_max_ms)}`;
 }
 
 function fmt(n: number | null, digits = 0): string {
@@ -409,6 +438,11 @@ function printTable(rows: Row[]): void {
   for (const b of body) console.log(line(b));
   console.log('');
   for (const r of rows) console.log(`${r.name}: baseline = ${r.baseline}${r.note ? `; ${r.note}` : ''}`);
+  const withGc = rows.filter((r) => r.gc);
+  if (withGc.length > 0) {
+    console.log('\nGC pauses at the fixed rate (count (total, longest)):');
+    for (const r of withGc) console.log(`${r.name}: service ${fmtGc(r.gc!.service)}${r.gc!.baseline ? `; baseline ${fmtGc(r.gc!.baseline)}` : ''}`);
+  }
 }
 
 async function main(): Promise<number> {
@@ -536,6 +570,7 @@ async function main(): Promise<number> {
         elu: r.elu,
         eld_p99_ms: r.eld_p99_ms,
         non2xx_share: r.non2xx_share,
+        ...(r.gc ? { gc: r.gc } : {}),
         ...(r.note ? { note: r.note } : {}),
         ...(r.extra ? { extra: r.extra } : {}),
       })),

@@ -5,7 +5,7 @@
  * and utilisation) so the figures are its own and need no HTTP endpoint.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
+import { PerformanceObserver, constants as perfConstants, monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
 
 export interface ProcessStats {
   rss_mb: number;
@@ -20,6 +20,43 @@ export interface ProcessStats {
   elu: number;
   /** HTTP requests the process has received since it started. */
   requests: number;
+  /** Garbage-collector pauses since the last reset. */
+  gc: GcStats;
+}
+
+/** Pauses of the main thread for garbage collection: young generation (scavenge) and full. */
+export interface GcStats {
+  minor_n: number;
+  minor_ms: number;
+  minor_max_ms: number;
+  major_n: number;
+  major_ms: number;
+  major_max_ms: number;
+}
+
+/** GC pauses as the process's own PerformanceObserver sees them (`gc` entries). */
+function gcRecorder(): { reset(): void; read(): GcStats } {
+  const zero = (): GcStats => ({ minor_n: 0, minor_ms: 0, minor_max_ms: 0, major_n: 0, major_ms: 0, major_max_ms: 0 });
+  let s = zero();
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const kind = ((e as PerformanceEntry & { detail?: { kind?: number } }).detail)?.kind;
+      if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) {
+        s.minor_n++;
+        s.minor_ms += e.duration;
+        s.minor_max_ms = Math.max(s.minor_max_ms, e.duration);
+      } else if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) {
+        s.major_n++;
+        s.major_ms += e.duration;
+        s.major_max_ms = Math.max(s.major_max_ms, e.duration);
+      }
+    }
+  }).observe({ entryTypes: ['gc'] });
+  const r2 = (n: number) => Math.round(n * 100) / 100;
+  return {
+    reset: () => void (s = zero()),
+    read: () => ({ ...s, minor_ms: r2(s.minor_ms), minor_max_ms: r2(s.minor_max_ms), major_ms: r2(s.major_ms), major_max_ms: r2(s.major_max_ms) }),
+  };
 }
 
 type Handler = (args: any) => unknown;
@@ -45,6 +82,7 @@ export function serveCommands(handlers: Record<string, Handler>, onExit: () => P
   if (!process.send) throw new Error('this file runs as a child of test/bench/index.ts');
   const delay = monitorEventLoopDelay({ resolution: 5 });
   delay.enable();
+  const gc = gcRecorder();
   let elu: EventLoopUtilization = performance.eventLoopUtilization();
   let requests = 0;
   server?.on('request', () => requests++);
@@ -56,6 +94,7 @@ export function serveCommands(handlers: Record<string, Handler>, onExit: () => P
     },
     'stats-reset': () => {
       delay.reset();
+      gc.reset();
       elu = performance.eventLoopUtilization();
       return null;
     },
@@ -70,6 +109,7 @@ export function serveCommands(handlers: Record<string, Handler>, onExit: () => P
         eld_max_ms: ms(delay.max),
         elu: Math.round(performance.eventLoopUtilization(elu).utilization * 100) / 100,
         requests,
+        gc: gc.read(),
       };
     },
   };
