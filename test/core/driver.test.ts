@@ -5,6 +5,8 @@
  */
 import t from 'tap';
 import net from 'node:net';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import postgres from 'postgres';
 import { driverRepaired } from '../../src/core/db.ts';
 import { serverUrl } from '../helpers/database.ts';
@@ -126,4 +128,27 @@ t.test('a connection lost while it fetches the array types: no unhandled rejecti
   // Let any rejection left behind surface before counting.
   await new Promise((resolve) => setTimeout(resolve, 50));
   t.same(unhandled, [], 'no rejection was left unhandled');
+});
+
+t.test('a finished query is collected young: its closures do not keep it until a full collection', async (t) => {
+  // Without repair 5 each query's resolve/reject closures are made in the old generation and
+  // keep the query, its promise and its result rows through every young collection.
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as (o: { type: 'minor' | 'major'; execution: 'sync' }) => void;
+  const oldUsed = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'old_space')!.space_used_size;
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  // Each result holds a 4 kB string: a query kept alive shows.
+  const run = async (n: number) => {
+    for (let i = 0; i < n; i++) await sql.unsafe('select $1::int as n, repeat($2, 4000) as pad', [i, 'x'], { prepare: true } as never);
+  };
+  const n = 2000;
+  await run(n); // warm: the code is compiled and its feedback made
+  gc({ type: 'major', execution: 'sync' });
+  const before = oldUsed();
+  await run(n);
+  gc({ type: 'minor', execution: 'sync' });
+  gc({ type: 'minor', execution: 'sync' });
+  const perQuery = (oldUsed() - before) / n;
+  t.ok(perQuery < 2000, `the old generation grew ${perQuery.toFixed(0)} bytes per query (each result is over 4000)`);
 });
