@@ -25,7 +25,6 @@ import { sendJsonText, toAppError } from '../core/http.ts';
 import type { Backend, ByteRange, PendingPut } from './backend.ts';
 import { databaseBackend } from './database.ts';
 import { diskBackend } from './disk.ts';
-import { s3Backend } from './s3.ts';
 import * as sdb from './db.ts';
 import { bucketIdOk, invalidBucketId, parseBucketId, parseObjectPath } from './paths.ts';
 
@@ -47,7 +46,8 @@ const BUCKET_PREFIX = '/storage/v1/bucket/';
 /** Content types that say nothing about the bytes: the extension decides instead. */
 const UNSPECIFIED_TYPES = new Set(['application/octet-stream', 'application/x-www-form-urlencoded', '']);
 
-export function createBackend(deps: Deps): Backend {
+/** The S3 client (the AWS SDK, several MB of code and heap) loads only when it is the backend. */
+export async function createBackend(deps: Deps): Promise<Backend> {
   const { config, db } = deps;
   switch (config.storageBackend) {
     case 'database':
@@ -55,7 +55,7 @@ export function createBackend(deps: Deps): Backend {
     case 'disk':
       return diskBackend(config.storageDir);
     case 's3':
-      return s3Backend(config.s3!);
+      return (await import('./s3.ts')).s3Backend(config.s3!);
   }
 }
 
@@ -353,8 +353,8 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
 
 export const storageArea: Area = {
   name: 'storage',
-  register(app, deps) {
-    const backend = createBackend(deps);
+  async register(app, deps) {
+    const backend = await createBackend(deps);
     app.addHook('onClose', async () => {
       await backend.close?.();
     });
