@@ -354,9 +354,11 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
         pacedRss = Math.max(pacedRss, st.rss_mb);
         svcGc.push(st.gc);
       } else if (base !== 'argon2' && baseUrl !== null) {
-        await baseline!.resetStats();
+        // GC pauses of the baseline process, when it is the one answering (not the edge runtime or the service itself).
+        const own = baseUrl === ctx.baselineUrl;
+        if (own) await baseline!.resetStats();
         baseSlices.push(await paced(baseUrl, base, rate, D.paced / slices));
-        baseGc.push((await baseline!.stats()).gc);
+        if (own) baseGc.push((await baseline!.stats()).gc);
       }
       await settle();
     }
