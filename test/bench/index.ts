@@ -26,7 +26,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { createBenchDatabase, storedPasswordHash, type BenchDatabase } from './fixtures.ts';
-import { startChild, type Child, type GcStats, type ProcessStats } from './ipc.ts';
+import { addGc, noGc, roundGc, startChild, type Child, type GcStats, type Pauses, type ProcessStats } from './ipc.ts';
 import { once, paced, pooled, saturate, type PacedResult, type RequestSpec, type Traffic } from './load.ts';
 import { formatComparison, formatProfile, summariseProfile } from './profile.ts';
 import { RUN_ORDER, SCENARIOS, TokenPool, mintUserToken, type CustomScenario, type Env, type Scenario } from './scenarios.ts';
@@ -367,7 +367,7 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   row.p50_ms = p.p50_ms;
   row.p99_ms = p.p99_ms;
   row.eld_p99_ms = eldP99;
-  row.gc = { service: sumGc(svcGc), baseline: baseGc.length > 0 ? sumGc(baseGc) : null };
+  row.gc = { service: roundGc(svcGc.reduce(addGc, noGc())), baseline: baseGc.length > 0 ? roundGc(baseGc.reduce(addGc, noGc())) : null };
   // The baseline at the same fixed rate: the p99 goals are multiples of the limit's p99.
   if (baseSlices.length > 0) row.baseline_p99_ms = pooled(baseSlices).p99_ms;
   const pacedStats = { rss_mb: pacedRss };
@@ -391,25 +391,9 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   return row;
 }
 
-function sumGc(all: GcStats[]): GcStats {
-  const r2 = (n: number) => Math.round(n * 100) / 100;
-  const s = all.reduce(
-    (a, g) => ({
-      minor_n: a.minor_n + g.minor_n,
-      minor_ms: a.minor_ms + g.minor_ms,
-      minor_max_ms: Math.max(a.minor_max_ms, g.minor_max_ms),
-      major_n: a.major_n + g.major_n,
-      major_ms: a.major_ms + g.major_ms,
-      major_max_ms: Math.max(a.major_max_ms, g.major_max_ms),
-    }),
-    { minor_n: 0, minor_ms: 0, minor_max_ms: 0, major_n: 0, major_ms: 0, major_max_ms: 0 },
-  );
-  return { ...s, minor_ms: r2(s.minor_ms), major_ms: r2(s.major_ms) };
-}
-
 function fmtGc(g: GcStats): string {
-  const part = (n: number, sum: number, max: number) => (n === 0 ? '0' : `${n} (${sum.toFixed(0)} ms, max ${max.toFixed(1)})`);
-  return `young ${part(g.minor_n, g.minor_ms, g.minor_max_ms)}, full ${part(g.major_n, g.major_ms, g.major_max_ms)}`;
+  const part = (p: Pauses) => (p.n === 0 ? '0' : `${p.n} (${p.ms.toFixed(0)} ms, max ${p.max_ms.toFixed(1)})`);
+  return `young ${part(g.young)}, full ${part(g.full)}`;
 }
 
 function fmt(n: number | null, digits = 0): string {

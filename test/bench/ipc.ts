@@ -24,38 +24,44 @@ export interface ProcessStats {
   gc: GcStats;
 }
 
-/** Pauses of the main thread for garbage collection: young generation (scavenge) and full. */
-export interface GcStats {
-  minor_n: number;
-  minor_ms: number;
-  minor_max_ms: number;
-  major_n: number;
-  major_ms: number;
-  major_max_ms: number;
+/** Pauses of the main thread for one kind of garbage collection: how many, total, longest (ms). */
+export interface Pauses {
+  n: number;
+  ms: number;
+  max_ms: number;
 }
+
+/** Young-generation (scavenge) and full collections. */
+export interface GcStats {
+  young: Pauses;
+  full: Pauses;
+}
+
+export const noGc = (): GcStats => ({ young: { n: 0, ms: 0, max_ms: 0 }, full: { n: 0, ms: 0, max_ms: 0 } });
+
+const addPauses = (a: Pauses, b: Pauses): Pauses => ({ n: a.n + b.n, ms: a.ms + b.ms, max_ms: Math.max(a.max_ms, b.max_ms) });
+
+/** Both kinds summed (the slices of one side). */
+export const addGc = (a: GcStats, b: GcStats): GcStats => ({ young: addPauses(a.young, b.young), full: addPauses(a.full, b.full) });
+
+const round = (p: Pauses): Pauses => ({ n: p.n, ms: Math.round(p.ms * 100) / 100, max_ms: Math.round(p.max_ms * 100) / 100 });
+
+/** Milliseconds to two decimals (for --json). */
+export const roundGc = (g: GcStats): GcStats => ({ young: round(g.young), full: round(g.full) });
 
 /** GC pauses as the process's own PerformanceObserver sees them (`gc` entries). */
 function gcRecorder(): { reset(): void; read(): GcStats } {
-  const zero = (): GcStats => ({ minor_n: 0, minor_ms: 0, minor_max_ms: 0, major_n: 0, major_ms: 0, major_max_ms: 0 });
-  let s = zero();
+  let s = noGc();
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
-      const kind = ((e as PerformanceEntry & { detail?: { kind?: number } }).detail)?.kind;
-      if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) {
-        s.minor_n++;
-        s.minor_ms += e.duration;
-        s.minor_max_ms = Math.max(s.minor_max_ms, e.duration);
-      } else if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) {
-        s.major_n++;
-        s.major_ms += e.duration;
-        s.major_max_ms = Math.max(s.major_max_ms, e.duration);
-      }
+      const kind = (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+      const key = kind === perfConstants.NODE_PERFORMANCE_GC_MINOR ? 'young' : kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR ? 'full' : null;
+      if (key) s[key] = addPauses(s[key], { n: 1, ms: e.duration, max_ms: e.duration });
     }
   }).observe({ entryTypes: ['gc'] });
-  const r2 = (n: number) => Math.round(n * 100) / 100;
   return {
-    reset: () => void (s = zero()),
-    read: () => ({ ...s, minor_ms: r2(s.minor_ms), minor_max_ms: r2(s.minor_max_ms), major_ms: r2(s.major_ms), major_max_ms: r2(s.major_max_ms) }),
+    reset: () => void (s = noGc()),
+    read: () => s,
   };
 }
 
