@@ -162,6 +162,13 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   return reply.code(err.status).type('application/json; charset=utf-8').send(JSON.stringify({ error: err.publicMessage }));
 }
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** A JSON body's text, as received (undefined: no JSON body). */
+    bodyText: string | undefined;
+  }
+}
+
 export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   const app: FastifyInstance = Fastify({
     loggerInstance: log as FastifyBaseLogger,
@@ -182,16 +189,21 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
 
   // JSON bodies: an empty body is "no body" (logout and anonymous accept one); anything
   // that does not parse is 400 `invalid request body`.
+  // The text is kept as `req.bodyText`: REST writes and RPC bind it as is, without a stringify.
+  app.decorateRequest('bodyText', undefined);
   app.removeContentTypeParser(['application/json']);
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     const text = body as string;
-    if (text.trim() === '') return done(null, undefined);
+    // A body that opens with a bracket is not blank: the common case skips the trim's copy.
+    const first = text.charCodeAt(0);
+    if (first !== 0x7b && first !== 0x5b && text.trim() === '') return done(null, undefined);
     let value: unknown;
     try {
       value = parseJsonBody(text, config.maxJsonDepth);
     } catch (err) {
       return done(err as AppError, undefined);
     }
+    req.bodyText = text;
     done(null, value);
   });
 

@@ -27,9 +27,13 @@ import net from 'node:net';
 import { Duplex } from 'node:stream';
 import tls from 'node:tls';
 
-/** The per-request statement: claims, and the API role's statement timeout (null: the session's). */
+/**
+ * The per-request statement: claims, and the API role's statement timeout (null: the
+ * session's). Both calls sit in FROM so the row it answers has no columns: the claims are
+ * not sent back on every request.
+ */
 export const CLAIMS_SQL =
-  "select pg_catalog.set_config('request.jwt.claims', $1, true), pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true)";
+  "select from pg_catalog.set_config('request.jwt.claims', $1, true) _c, pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true) _t";
 
 /** Its name on a lane (the driver's own names are random): parsed there by the socket, once per connection. */
 const CLAIMS_STATEMENT = 'plinth_claims';

@@ -1086,7 +1086,9 @@ export function parsePrefer(header: string | readonly string[] | undefined | nul
 export function parseQuery(
   params: URLSearchParams | Iterable<readonly [string, string]> | string,
 ): ParsedQuery {
-  const it: Iterable<readonly [string, string]> = typeof params === 'string' ? new URLSearchParams(params) : params;
+  // No query string (a POST, a GET of a whole table): nothing to walk, nothing to allocate.
+  const it: Iterable<readonly [string, string]> =
+    typeof params !== 'string' ? params : params === '' ? [] : new URLSearchParams(params);
   // select and order are parsed after the filters and groups (their JSON path keys take the
   // slots after those), in that order.
   let select: string | null = null;

@@ -14,7 +14,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Area, Deps } from '../core/area.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
-import { parseJsonBody, sendJsonText } from '../core/http.ts';
+import { sendJsonText } from '../core/http.ts';
 import { Reloading } from '../core/reloading.ts';
 import { parsePrefer } from './grammar.ts';
 import { Catalog, loadCatalog } from './catalog.ts';
@@ -104,25 +104,8 @@ function cacheHeaders(reply: FastifyReply, req: FastifyRequest, maxAge: number |
   }
 }
 
-/** Bodies keep their JSON text too, so writes bind it without a stringify. */
-const bodyTexts = new WeakMap<FastifyRequest, string>();
-
 function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
   const { db, credentials, config } = deps;
-
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    const text = body as string;
-    if (text.trim() === '') return done(null, undefined);
-    let value: unknown;
-    try {
-      value = parseJsonBody(text, config.maxJsonDepth);
-    } catch (err) {
-      return done(err as AppError, undefined);
-    }
-    bodyTexts.set(req, text);
-    done(null, value);
-  });
 
   const table = (method: Method) => async (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => {
     const cred = await credentials.api(req);
@@ -135,7 +118,7 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
       table: req.params.table,
       query: rawQuery(req.url),
       body: req.body,
-      bodyText: bodyTexts.get(req),
+      bodyText: req.bodyText,
       prefer: parsePrefer(req.headers.prefer),
       singular,
       csv,
@@ -154,7 +137,7 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
     const cat = await cache.get();
     let p;
     if (method === 'POST') {
-      p = prepareRpc(cat, { method, name: req.params.name, body: req.body, bodyText: bodyTexts.get(req) });
+      p = prepareRpc(cat, { method, name: req.params.name, body: req.body, bodyText: req.bodyText });
     } else {
       const query = rawQuery(req.url);
       try {
