@@ -23,6 +23,7 @@
  * does not match closes the connection: out of step, it fails closed. Nothing here parses
  * rows: only message headers, and the names in a Parse and a Bind.
  */
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { Duplex } from 'node:stream';
 import tls from 'node:tls';
@@ -35,8 +36,13 @@ import tls from 'node:tls';
 export const CLAIMS_SQL =
   "select from pg_catalog.set_config('request.jwt.claims', $1, true) _c, pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true) _t";
 
-/** Its name on a lane (the driver's own names are random): parsed there by the socket, once per connection. */
-const CLAIMS_STATEMENT = 'plinth_claims';
+/**
+ * Its name on a lane, parsed there by the socket once per connection. Random per process, as
+ * the driver's own names are: SQL running on the lane could DEALLOCATE it and PREPARE its
+ * own under the name, were the name known; `pg_prepared_statements`, where it would show, is
+ * closed to every role but the superusers (migration 000011).
+ */
+const CLAIMS_STATEMENT = `plinth_claims_${randomBytes(16).toString('hex')}`;
 
 /**
  * The one query porsager/postgres runs by itself on a new connection (array types), exactly
@@ -91,6 +97,8 @@ function errorResponse(code: string, text: string): Buffer {
 
 /** Both parameters text (OID 25). */
 const CLAIMS_PARSE = parse(CLAIMS_STATEMENT, CLAIMS_SQL, [25, 25]);
+/** Sent before each Parse of it: gone (a DEALLOCATE ALL) or not, the Parse then succeeds. */
+const CLAIMS_CLOSE = message(CL, Buffer.from(`S${CLAIMS_STATEMENT}\0`));
 /** A Parse that always fails at parse time: what a stray unit meets first. */
 const POISON = parse('', 'select pg_catalog.plinth_request_without_claims()');
 const LOST_CLAIMS = errorResponse('08006', 'request lane: a statement without its claims was not run');
@@ -238,7 +246,8 @@ function pipelining<Base extends SocketClass>(Base: Base) {
             const [statement] = cstring(chunk, next);
             if (statement === CLAIMS_STATEMENT) {
               if (this.#claims === 'no' && !this.#skipping) {
-                insert(i, [CLAIMS_PARSE]);
+                insert(i, [CLAIMS_CLOSE, CLAIMS_PARSE]);
+                this.#expect(Reply.Close, true);
                 this.#expect(Reply.Parse, true);
                 this.#claims = 'sent';
               }
@@ -375,7 +384,9 @@ function pipelining<Base extends SocketClass>(Base: Base) {
             this.#skipping = true; // the Sync is not sent yet
             break;
           }
-          if (dropped.own && dropped.reply === Reply.Parse) this.#claims = 'no';
+          // The claims statement failed to parse, or to bind (SQL on the lane deallocated it):
+          // the next prelude parses it again.
+          if (dropped.own && (dropped.reply === Reply.Parse || dropped.reply === Reply.Bind)) this.#claims = 'no';
           this.#shift();
         }
         return true;

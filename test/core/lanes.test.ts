@@ -10,7 +10,7 @@
  */
 import t from 'tap';
 import type { RequestContext } from '../../src/core/db.ts';
-import { restApp, userToken, USER_A } from '../rest/helpers.ts';
+import { restApp, userToken, USER_A, USER_B } from '../rest/helpers.ts';
 
 const app = await restApp(t);
 const sql = app.db.sql;
@@ -62,6 +62,32 @@ await sql.unsafe(`
   create function public.slow(seconds float8) returns int language sql security invoker as $f$
     select 1 from (select pg_catalog.pg_sleep(seconds)) s
   $f$;
+  -- Prepared statements on a lane (migration 000011): names hidden, none replaceable.
+  create function public.prepared_names() returns setof text language plpgsql security invoker as $f$
+  begin
+    return query select name::text from pg_catalog.pg_prepared_statements;
+  end $f$;
+  -- The claims statement replaced by one that sets claims of the caller's choosing: found by
+  -- its text where the names can be read, else under the name it once had.
+  create function public.hijack_claims(p_claims text) returns int language plpgsql security invoker as $f$
+  declare
+    target text := 'plinth_claims';
+  begin
+    begin
+      select name into target from pg_catalog.pg_prepared_statements where statement like '%request.jwt.claims%';
+    exception when insufficient_privilege then
+      null;
+    end;
+    execute format('deallocate %I', target);
+    execute format('prepare %I (text, text) as select from pg_catalog.set_config(''request.jwt.claims'', %L, true) _c, '
+                   'pg_catalog.set_config(''statement_timeout'', $2, true) _t', target, p_claims);
+    return 1;
+  end $f$;
+  create function public.deallocate_all() returns int language plpgsql security invoker as $f$
+  begin
+    execute 'deallocate all';
+    return 1;
+  end $f$;
   grant execute on all functions in schema public to anon, authenticated;
 `);
 const refreshed = await app.call('POST', '/api/catalog/refresh', { token: app.serviceKey });
@@ -147,6 +173,56 @@ t.test('the session user of every lane is no superuser and a member of one API r
     const [txn] = await db.transactionWithContext(ctx, async (c) => c.unsafe(probe));
     t.same([txn.login, txn.role, txn.superuser, txn.member_of], [lane.login, role, false, [role]], `${role}: the transaction pool too`);
   }
+});
+
+t.test('prepared statements on a lane: SQL as an API role cannot read their names', async (t) => {
+  for (const who of [{ apikey: app.anonKey }, { token: await userToken(USER_A) }]) {
+    const r = await app.call('POST', '/rest/v1/rpc/prepared_names', who);
+    t.equal(r.status, 403, 'pg_prepared_statements: 403');
+    t.same(r.body, { error: 'permission denied' });
+    t.notMatch(r.text, /plinth_claims/);
+  }
+});
+
+t.test('prepared statements on a lane: the claims statement cannot be replaced', async (t) => {
+  const [tokenA, tokenB] = await Promise.all([userToken(USER_A), userToken(USER_B)]);
+  const before = await app.call('POST', '/rest/v1/rpc/whoami', { token: tokenB });
+  t.equal(before.body.sub, USER_B, 'sanity: B is B (whoami: test/rest/schema.sql)');
+  // Requests one at a time all go to the same lane (the first with room).
+  const hijack = await app.call('POST', '/rest/v1/rpc/hijack_claims', {
+    token: tokenA,
+    body: { p_claims: JSON.stringify({ role: 'authenticated', sub: USER_A }) },
+  });
+  t.not(hijack.status, 200, 'the replacement fails');
+  t.type(hijack.body.error, 'string', 'with a mapped error');
+  for (let i = 0; i < 5; i++) {
+    const r = await app.call('POST', '/rest/v1/rpc/whoami', { token: tokenB });
+    t.equal(r.status, 200);
+    t.equal(r.body.sub, USER_B, `request ${i + 1} after it: B is still B`);
+  }
+});
+
+t.test('prepared statements on a lane: a DEALLOCATE ALL makes them prepare again', async (t) => {
+  const [tokenA, tokenB] = await Promise.all([userToken(USER_A), userToken(USER_B)]);
+  // One at a time, each role's requests go to its first lane: A's deallocation hits B's next request.
+  for (let round = 0; round < 3; round++) {
+    const r = await app.call('POST', '/rest/v1/rpc/deallocate_all', { token: tokenA });
+    t.equal(r.status, 200, 'allowed: it drops nothing that is not prepared again');
+    const b = await app.call('POST', '/rest/v1/rpc/whoami', { token: tokenB });
+    t.same([b.status, b.body], [200, { role: 'authenticated', sub: USER_B }], `round ${round + 1}: the next request runs, with its own claims`);
+  }
+  // A statement the lane never prepared before fails once, closed and mapped; then it runs.
+  await app.call('POST', '/rest/v1/rpc/deallocate_all', { token: tokenA });
+  const first = await app.call('GET', '/rest/v1/hidden?select=id,body', { token: tokenB });
+  t.same([first.status, first.body], [500, { error: 'internal database error' }], 'a new statement right after: fails closed');
+  const again = await app.call('GET', '/rest/v1/hidden?select=id,body', { token: tokenB });
+  t.same([again.status, again.body], [200, []], 'and runs the next time, with its own claims (RLS shows B nothing)');
+  const batch = await app.call('POST', '/rest/v1/batch', {
+    token: tokenB,
+    body: { operations: [{ method: 'POST', path: '/rest/v1/rpc/deallocate_all' }, { method: 'POST', path: '/rest/v1/rpc/whoami' }] },
+  });
+  t.equal(batch.status, 200, 'in a batch (the transaction pool) the next statement runs too');
+  t.same(batch.body.results?.[1]?.data, { role: 'authenticated', sub: USER_B });
 });
 
 t.test('statement timeout: per API role, from the database, mapped as §7.2', async (t) => {

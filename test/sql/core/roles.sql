@@ -1,6 +1,6 @@
 -- The API roles and the claim helpers (contract §5).
 begin;
-select plan(19);
+select plan(21);
 
 select has_role('anon');
 select has_role('authenticated');
@@ -41,6 +41,19 @@ begin
   return v;
 end $$;
 select ok(tests.plan_of('select * from public.t_owned where owner = auth.uid()') !~ 'auth\.uid', 'auth.uid() is inlined into a query');
+
+-- Prepared statement names are hidden from every role but the superusers (migration 000011):
+-- SQL on a request lane cannot find a statement to replace.
+select ok(not exists (
+  select 1 from pg_roles r
+   where r.rolname in ('anon', 'authenticated', 'service_role', 'plinth_anon', 'plinth_authenticated', 'plinth_service', 'plinth_guest')
+     and has_table_privilege(r.oid, 'pg_catalog.pg_prepared_statements', 'select')
+), 'no API or login role reads pg_prepared_statements');
+select ok(not exists (
+  select 1 from pg_roles r
+   where r.rolname in ('anon', 'authenticated', 'service_role', 'plinth_anon', 'plinth_authenticated', 'plinth_service', 'plinth_guest')
+     and has_function_privilege(r.oid, 'pg_catalog.pg_prepared_statement()', 'execute')
+), 'nor calls pg_prepared_statement()');
 
 select * from finish();
 rollback;
