@@ -48,6 +48,34 @@ export async function runAllMigrations(
   await workerMigrations({ connectionString: databaseUrl, logger: workerLogger(log) });
   await committedMigrations(databaseUrl, anonymousRole, log);
   if (roles.secret !== undefined && !roles.requestPassword) await setLoginPasswords(databaseUrl, roles.secret);
+  await warnIfStatementNamesShow(databaseUrl, log);
+}
+
+/**
+ * The migration that closes `pg_prepared_statements` to the API roles needs a superuser;
+ * run by any other owner it revokes nothing (sql/fixtures/core/prepared_statements.sql).
+ * graphile-migrate does not pass a migration's warnings on, so this says it at every start.
+ * true when the names show.
+ */
+export async function warnIfStatementNamesShow(databaseUrl: string, log: Logger): Promise<boolean> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {}, connect_timeout: 10 });
+  try {
+    const [{ shows }] = await sql<{ shows: boolean }[]>`
+      select exists (
+        select 1
+          from pg_catalog.pg_class c,
+               pg_catalog.aclexplode(coalesce(c.relacl, pg_catalog.acldefault('r', c.relowner))) a
+         where c.oid = 'pg_catalog.pg_prepared_statements'::pg_catalog.regclass and a.grantee = 0
+      ) as shows`;
+    if (shows) {
+      log.warn(
+        'pg_prepared_statements is readable by every role, so SQL running as an API role could replace a request lane\'s prepared statements: as a superuser, run  revoke select on pg_catalog.pg_prepared_statements from public; revoke execute on function pg_catalog.pg_prepared_statement() from public;  (README, "Login roles, for a DBA")',
+      );
+    }
+    return shows;
+  } finally {
+    await sql.end({ timeout: 2 });
+  }
 }
 
 /** `alter role … password` for each login role, with the password derived from the secret. */

@@ -9,6 +9,9 @@
  * (The `/functions/v1/` plv8 path: test/functions/lanes.test.ts.)
  */
 import t from 'tap';
+import { pino } from 'pino';
+import { warnIfStatementNamesShow } from '../../src/core/migrate.ts';
+import { createTestDatabase } from '../helpers/database.ts';
 import type { RequestContext } from '../../src/core/db.ts';
 import { restApp, userToken, USER_A, USER_B } from '../rest/helpers.ts';
 
@@ -223,6 +226,19 @@ t.test('prepared statements on a lane: a DEALLOCATE ALL makes them prepare again
   });
   t.equal(batch.status, 200, 'in a batch (the transaction pool) the next statement runs too');
   t.same(batch.body.results?.[1]?.data, { role: 'authenticated', sub: USER_B });
+});
+
+t.test('the start warns while pg_prepared_statements is readable by every role', async (t) => {
+  const db = await createTestDatabase(t);
+  const lines: { level: number; msg: string }[] = [];
+  const log = pino({ level: 'warn' }, { write: (chunk: string) => lines.push(JSON.parse(chunk)) });
+  t.equal(await warnIfStatementNamesShow(db.url, log), false, 'migrated: hidden');
+  t.same(lines, [], 'and nothing said');
+  await db.sql`grant select on pg_catalog.pg_prepared_statements to public`;
+  t.equal(await warnIfStatementNamesShow(db.url, log), true, 'granted to PUBLIC again: shows');
+  t.equal(lines.length, 1, 'one line');
+  t.equal(lines[0].level, 40, 'at warn');
+  t.match(lines[0].msg, /revoke select on pg_catalog\.pg_prepared_statements from public/, 'naming the fix');
 });
 
 t.test('statement timeout: per API role, from the database, mapped as §7.2', async (t) => {
