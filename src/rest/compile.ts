@@ -432,13 +432,9 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 
 /** The columns a write body names, checked against the relation; sorted (shape key). */
 function bodyColumns(rel: Relation, rows: readonly Record<string, unknown>[]): string[] {
-  let cols: string[];
-  if (rows.length === 1) cols = Object.keys(rows[0]).sort();
-  else {
-    const seen = new Set<string>();
-    for (const row of rows) for (const k in row) seen.add(k);
-    cols = [...seen].sort();
-  }
+  const seen = new Set<string>();
+  for (const row of rows) for (const k in row) seen.add(k);
+  const cols = [...seen].sort();
   for (const c of cols) column(rel, c);
   return cols;
 }
