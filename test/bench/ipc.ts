@@ -5,6 +5,7 @@
  * and utilisation) so the figures are its own and need no HTTP endpoint.
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { PerformanceObserver, constants as perfConstants, monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
 
 export interface ProcessStats {
@@ -158,8 +159,25 @@ export interface Child {
 }
 
 /**
- * Fork `file` with the current Node and wait for its `ready` message. `execArgv` e.g.
- * `--cpu-prof`. The child's stderr goes to ours; stdout is dropped.
+ * The runtime flags of `npm start` (the options in package.json's start script before the
+ * file it runs, e.g. the young generation's size): every child runs with them, the service
+ * as it runs in production and the baselines on the same runtime.
+ */
+export function startFlags(): string[] {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } };
+  const words = pkg.scripts.start.split(/\s+/);
+  const flags: string[] = [];
+  for (const w of words.slice(1)) {
+    if (!w.startsWith('--')) break;
+    flags.push(w);
+  }
+  return flags;
+}
+
+/**
+ * Fork `file` with the current Node and the flags of `npm start` (startFlags), and wait for
+ * its `ready` message. `execArgv` e.g. `--cpu-prof`. The child's stderr goes to ours; stdout
+ * is dropped.
  */
 export async function startChild<R>(
   name: string,
@@ -168,7 +186,7 @@ export async function startChild<R>(
 ): Promise<{ child: Child; ready: R }> {
   const proc = fork(file, [], {
     env: opts.env,
-    execArgv: [...process.execArgv.filter((a) => !a.startsWith('--cpu-prof')), ...(opts.execArgv ?? [])],
+    execArgv: [...process.execArgv.filter((a) => !a.startsWith('--cpu-prof')), ...startFlags(), ...(opts.execArgv ?? [])],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   let nextId = 1;
