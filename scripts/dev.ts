@@ -1,13 +1,15 @@
 /**
  * `npm run dev`: the developer loop. Starts (or reuses) the database once, then runs
  * `graphile-migrate watch` (re-applies sql/current.sql on every save) beside the service
- * restarting on change (`node --watch`, MIGRATE_ON_START=false). Ctrl-C stops all.
+ * restarting on change (`node --watch`, MIGRATE_ON_START=false), with the runtime flags of
+ * `npm start`. Ctrl-C stops all.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { devDatabases } from './dev-env.ts';
 import { loadConfig } from '../src/core/config.ts';
 import { createLogger } from '../src/core/log.ts';
 import { runAllMigrations } from '../src/core/migrate.ts';
+import { startFlags } from './start-flags.ts';
 
 const dbs = await devDatabases();
 // graphile-worker's schema and the committed migrations first; watch then owns current.sql.
@@ -27,7 +29,7 @@ process.stdout.write(`DATABASE_URL=${dbs.url}\n`);
 
 const children: ChildProcess[] = [
   spawn('graphile-migrate', ['watch'], { stdio: 'inherit', env }),
-  spawn(process.execPath, ['--watch', '--watch-path=src', 'src/main.ts'], { stdio: 'inherit', env }),
+  spawn(process.execPath, [...startFlags(), '--watch', '--watch-path=src', 'src/main.ts'], { stdio: 'inherit', env }),
 ];
 
 let stopping = false;

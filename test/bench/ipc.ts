@@ -5,7 +5,7 @@
  * and utilisation) so the figures are its own and need no HTTP endpoint.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { startFlags } from '../../scripts/start-flags.ts';
 import { PerformanceObserver, constants as perfConstants, monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
 
 export interface ProcessStats {
@@ -156,22 +156,6 @@ export interface Child {
   resetStats(): Promise<void>;
   /** Ask the child to close and exit; kill it if it has not within `timeoutMs`. */
   stop(timeoutMs?: number): Promise<void>;
-}
-
-/**
- * The runtime flags of `npm start` (the options in package.json's start script before the
- * file it runs, e.g. the young generation's size): every child runs with them, the service
- * as it runs in production and the baselines on the same runtime.
- */
-export function startFlags(): string[] {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } };
-  const words = pkg.scripts.start.split(/\s+/);
-  const flags: string[] = [];
-  for (const w of words.slice(1)) {
-    if (!w.startsWith('--')) break;
-    flags.push(w);
-  }
-  return flags;
 }
 
 /**

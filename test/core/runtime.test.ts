@@ -7,7 +7,7 @@
  */
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { startFlags } from '../bench/ipc.ts';
+import { startFlags } from '../../scripts/start-flags.ts';
 
 const NEW_SPACE = "const s = require('node:v8').getHeapSpaceStatistics().find((x) => x.space_name === 'new_space'); console.log(s.space_size)";
 

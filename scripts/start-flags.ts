@@ -1,0 +1,18 @@
+import { readFileSync } from 'node:fs';
+
+/**
+ * The runtime flags of `npm start` (the options in package.json's start script before the
+ * file it runs, e.g. the young generation's size). The start script is the one place they
+ * are written; the dev loop (scripts/dev.ts), the bench's children (test/bench/ipc.ts) and
+ * test/core/runtime.test.ts read them here.
+ */
+export function startFlags(): string[] {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } };
+  const words = pkg.scripts.start.split(/\s+/);
+  const flags: string[] = [];
+  for (const w of words.slice(1)) {
+    if (!w.startsWith('--')) break;
+    flags.push(w);
+  }
+  return flags;
+}
