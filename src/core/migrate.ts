@@ -109,9 +109,16 @@ async function committedMigrations(databaseUrl: string, anonymousRole: string, l
   }
 }
 
+/**
+ * graphile-worker's log lines into ours: its errors and warnings at error and warn, the rest
+ * at debug. One warning is a choice made here, not news, and goes to debug: the pool
+ * (4 connections) smaller than the concurrency (16 jobs), since a job mostly waits on SMTP
+ * or a webhook's endpoint rather than on the database (src/worker/index.ts).
+ */
 export function workerLogger(log: Logger): WorkerLogger {
   return new WorkerLogger((scope) => (level, message, meta) => {
-    const l = level === 'error' ? 'error' : level === 'warning' ? 'warn' : 'debug';
+    const chosen = message.startsWith('WARNING: having maxPoolSize');
+    const l = level === 'error' ? 'error' : level === 'warning' && !chosen ? 'warn' : 'debug';
     log[l]({ scope, ...meta }, message);
   });
 }

@@ -1,0 +1,26 @@
+/**
+ * The job worker as the service starts it (defaults: 16 concurrent jobs on a pool of 4):
+ * it starts, takes a job, and says nothing at warn or above about its own configuration
+ * (graphile-worker's pool-smaller-than-concurrency advice is a choice made here; it goes
+ * to debug).
+ */
+import t from 'tap';
+import { pino } from 'pino';
+import { startWorker } from '../../src/worker/index.ts';
+import { createTestDatabase } from '../helpers/database.ts';
+
+t.test('the worker starts at its defaults without a warning, and runs a job', async (t) => {
+  const db = await createTestDatabase(t);
+  const lines: { level: number; msg: string }[] = [];
+  const log = pino({ level: 'debug' }, { write: (chunk: string) => lines.push(JSON.parse(chunk)) });
+  let done!: (payload: unknown) => void;
+  const ran = new Promise((r) => (done = r));
+  const worker = await startWorker({ databaseUrl: db.url, log, tasks: { plinth_test_echo: async (payload) => done(payload) } });
+  t.teardown(() => worker.stop());
+  await db.sql`select graphile_worker.add_job('plinth_test_echo', '{"n": 1}'::json)`;
+  const timeout = setTimeout(() => done('timed out'), 20_000);
+  t.same(await ran, { n: 1 }, 'the job ran');
+  clearTimeout(timeout);
+  t.same(lines.filter((l) => l.level >= 40).map((l) => l.msg), [], 'nothing at warn or above');
+  t.ok(lines.some((l) => l.level === 20 && /maxPoolSize \(4\) smaller than concurrency \(16\)/.test(l.msg)), 'the pool advice, at debug');
+});
