@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [--quick] [--json FILE] [--only a,b] [--connections N] [--cpu-prof] [--cpu-prof-dir DIR]`
+ * `npm run bench -- [--quick] [--json FILE] [--only a,b] [--connections N] [--cpu-prof] [--cpu-prof-dir DIR] [--v8-flags="…"]`
  *
  * Issue 6. Makes its own database (a clone of the test template plus the fixtures in
  * fixtures.ts), starts the service (server.ts) and the baselines (baseline.ts) in their own
@@ -10,6 +10,9 @@
  *
  * With --cpu-prof both children run under `--cpu-prof`; at the end the service's self time
  * by package and function is printed, with main-thread CPU per request beside the baseline's.
+ * --v8-flags adds runtime flags to both children after those of `npm start`, and lets their
+ * stdout through: `--v8-flags="--trace-gc --trace-incremental-marking"` shows why and when
+ * each collects.
  *
  * The rate at saturation is 2xx responses per second with `connections` in flight
  * (autocannon, in this process). Latency is measured open-loop at a fixed moderate rate:
@@ -46,13 +49,14 @@ const { values: args } = parseArgs({
     connections: { type: 'string' },
     'cpu-prof': { type: 'boolean', default: false },
     'cpu-prof-dir': { type: 'string' },
+    'v8-flags': { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
   allowPositionals: false,
 });
 
 if (args.help) {
-  console.log(`npm run bench -- [--quick] [--json FILE] [--only name,name] [--connections N] [--cpu-prof] [--cpu-prof-dir DIR]
+  console.log(`npm run bench -- [--quick] [--json FILE] [--only name,name] [--connections N] [--cpu-prof] [--cpu-prof-dir DIR] [--v8-flags="FLAGS"]
 scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}`);
   process.exit(0);
 }
@@ -468,10 +472,12 @@ async function main(): Promise<number> {
   });
   const profArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
   // --expose-gc only lets the driver ask for a full GC: once at the start, and at the end (what the heap retains).
-  const childArgs = [...profArgs, '--expose-gc'];
+  const v8Flags = args['v8-flags']?.split(/\s+/).filter((f) => f !== '') ?? [];
+  const childArgs = [...profArgs, '--expose-gc', ...v8Flags];
+  const stdout = v8Flags.length > 0;
   const [svc, base] = await Promise.all([
-    startChild<ServerReady>('service', join(HERE, 'server.ts'), { env: serviceEnv, execArgv: childArgs }),
-    startChild<{ url: string }>('baseline', join(HERE, 'baseline.ts'), { env: childEnv({ DATABASE_URL: db.url, DB_POOL_SIZE: POOL }), execArgv: childArgs }),
+    startChild<ServerReady>('service', join(HERE, 'server.ts'), { env: serviceEnv, execArgv: childArgs, stdout }),
+    startChild<{ url: string }>('baseline', join(HERE, 'baseline.ts'), { env: childEnv({ DATABASE_URL: db.url, DB_POOL_SIZE: POOL }), execArgv: childArgs, stdout }),
   ]);
   service = svc.child;
   baseline = base.child;

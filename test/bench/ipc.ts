@@ -161,17 +161,17 @@ export interface Child {
 /**
  * Fork `file` with the current Node and the flags of `npm start` (startFlags), and wait for
  * its `ready` message. `execArgv` e.g. `--cpu-prof`. The child's stderr goes to ours; stdout
- * is dropped.
+ * is dropped unless `stdout` (where V8 writes its traces).
  */
 export async function startChild<R>(
   name: string,
   file: string,
-  opts: { env: NodeJS.ProcessEnv; execArgv?: string[]; readyTimeoutMs?: number },
+  opts: { env: NodeJS.ProcessEnv; execArgv?: string[]; readyTimeoutMs?: number; stdout?: boolean },
 ): Promise<{ child: Child; ready: R }> {
   const proc = fork(file, [], {
     env: opts.env,
     execArgv: [...process.execArgv.filter((a) => !a.startsWith('--cpu-prof')), ...startFlags(), ...(opts.execArgv ?? [])],
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    stdio: ['ignore', opts.stdout ? 'inherit' : 'ignore', 'inherit', 'ipc'],
   });
   let nextId = 1;
   const pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer: NodeJS.Timeout }>();
