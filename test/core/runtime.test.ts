@@ -30,11 +30,17 @@ function newSpaceBytes(flags: string[], script: string): number {
   return Number(execFileSync(process.execPath, [...flags, '-e', script], { encoding: 'utf8' }).trim());
 }
 
+const flags = startFlags();
+
+/** The start script's `--<bound>-semi-space-size=N` flag and its N (MB), or NaN when absent. */
+function semiSpaceFlag(bound: 'min' | 'max'): { flag: string | undefined; mb: number } {
+  const flag = flags.find((f) => new RegExp(`^--${bound}-semi-space-size=\\d+$`).test(f));
+  return { flag, mb: Number(flag?.split('=')[1]) };
+}
+
 t.test('npm start names the young generation size, and Node honours it', async (t) => {
-  const flags = startFlags();
-  const min = flags.find((f) => /^--min-semi-space-size=\d+$/.test(f));
+  const { flag: min, mb: semiMb } = semiSpaceFlag('min');
   t.ok(min, `start script flags: ${flags.join(' ')}`);
-  const semiMb = Number(min?.split('=')[1]);
   const with_ = newSpaceBytes(flags, AT_START);
   const without = newSpaceBytes([], AT_START);
   t.ok(with_ >= semiMb * MB, `new space with the flags: ${with_ / MB} MB (at least ${semiMb} MB a semi-space)`);
@@ -42,10 +48,8 @@ t.test('npm start names the young generation size, and Node honours it', async (
 });
 
 t.test('npm start caps the young generation, and Node honours it', async (t) => {
-  const flags = startFlags();
-  const max = flags.find((f) => /^--max-semi-space-size=\d+$/.test(f));
+  const { flag: max, mb: semiMb } = semiSpaceFlag('max');
   t.ok(max, `start script flags: ${flags.join(' ')}`);
-  const semiMb = Number(max?.split('=')[1]);
   const capped = newSpaceBytes(flags, GROWN);
   const uncapped = newSpaceBytes(flags.filter((f) => f !== max), GROWN);
   // Two semi-spaces of the cap, and a page or two of slack.
