@@ -385,7 +385,7 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   row.eld_p99_ms = eldP99;
   row.baseline_eld_p99_ms = baseEldP99;
   row.gc = { service: roundGc(svcGc.reduce(addGc, noGc())), baseline: baseGc.length > 0 ? roundGc(baseGc.reduce(addGc, noGc())) : null };
-  // The baseline at the same fixed rate: the p99 goals are multiples of the limit's p99.
+  // The baseline at the same fixed rate: the p99 goals are multiples of the bare server's p99.
   if (baseSlices.length > 0) row.baseline_p99_ms = pooled(baseSlices).p99_ms;
   const pacedStats = { rss_mb: pacedRss };
   row.rss_mb = Math.max(row.rss_mb, pacedStats.rss_mb);
