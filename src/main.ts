@@ -67,7 +67,7 @@ try {
     databaseUrl = embedded.url;
   }
   if (config.migrateOnStart) {
-    await runAllMigrations(databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword });
+    await runAllMigrations(databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
   }
   await checkDatabase(databaseUrl, config.anonymousRole);
   service = await startService(config, log, { databaseUrl });

@@ -26,7 +26,7 @@ try {
     stop = embedded.stop;
     url = embedded.url;
   }
-  await runAllMigrations(url, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword });
+  await runAllMigrations(url, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
   process.stdout.write('migrations are up to date\n');
   await stop();
 } catch (err) {

@@ -66,6 +66,8 @@ export interface Config {
   oauth: Readonly<Partial<Record<OAuthProviderName, OAuthProviderConfig>>>;
   databaseUrl: string | null;
   dataDir: string;
+  /** MIGRATIONS_DIR: the application's own graphile-migrate folder (committed/, current.sql), applied after plinth's. */
+  migrationsDir: string;
   host: string;
   port: number;
   migrateOnStart: boolean;
@@ -314,6 +316,7 @@ export function parseConfig(env: Env = process.env): Config {
     oauth: Object.freeze(oauthProviders(env)),
     databaseUrl,
     dataDir,
+    migrationsDir: resolve(str(env, 'MIGRATIONS_DIR') ?? './migrations'),
     host,
     port,
     migrateOnStart: bool(env, 'MIGRATE_ON_START', true),
