@@ -16,7 +16,8 @@ import postgres from 'postgres';
 import type { Settings } from 'graphile-migrate';
 import { parseConfig } from '../src/core/config.ts';
 import { createLogger } from '../src/core/log.ts';
-import { MIGRATIONS_FOLDER, migrateSettings } from '../src/core/migrate.ts';
+import { runMigrations as workerMigrations } from 'graphile-worker';
+import { MIGRATIONS_FOLDER, migrateSettings, workerLogger } from '../src/core/migrate.ts';
 import type { DevDatabases } from './dev-env.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -40,7 +41,7 @@ export function appFolder(): string {
   return dir;
 }
 
-export async function chainSettings(dbs: DevDatabases, plinth: boolean): Promise<Settings> {
+export async function chainSettings(dbs: DevDatabases, plinth: boolean, create = true): Promise<Settings> {
   const config = parseConfig(process.env);
   const log = createLogger(config.logLevel);
   if (plinth) {
@@ -53,6 +54,8 @@ export async function chainSettings(dbs: DevDatabases, plinth: boolean): Promise
       await root.end();
     }
     const url = withDatabase(dbs.url, db);
+    // plinth's functions that enqueue jobs are checked against graphile-worker's schema.
+    await workerMigrations({ connectionString: url, logger: workerLogger(log) });
     return {
       ...migrateSettings(url, config.anonymousRole, log, MIGRATIONS_FOLDER),
       shadowConnectionString: withDatabase(dbs.url, `${db}_shadow`),
@@ -61,7 +64,7 @@ export async function chainSettings(dbs: DevDatabases, plinth: boolean): Promise
     };
   }
   return {
-    ...migrateSettings(dbs.url, config.anonymousRole, log, appFolder()),
+    ...migrateSettings(dbs.url, config.anonymousRole, log, create ? appFolder() : config.migrationsDir),
     shadowConnectionString: dbs.shadowUrl,
     rootConnectionString: dbs.rootUrl,
     afterReset: [{ _: 'command', command: `${quote(process.execPath)} ${quote(join(ROOT, 'scripts/migrate-plinth.ts'))}` }],

@@ -22,7 +22,7 @@ const message = (() => {
 const dbs = await devDatabases();
 let code = 0;
 try {
-  const settings = await chainSettings(dbs, plinth);
+  const settings = await chainSettings(dbs, plinth, command !== 'status');
   switch (command) {
     case 'commit':
       await commit(settings, message);
@@ -42,7 +42,7 @@ try {
       } finally {
         await sql.end();
       }
-      const a = await status(await chainSettings(dbs, false));
+      const a = await status(await chainSettings(dbs, false, false));
       const remaining = a.remainingMigrations ?? [];
       process.stdout.write(`application (${parseConfig(process.env).migrationsDir}, history graphile_migrate.migrations): ${remaining.length} pending${remaining.length ? ` (${remaining.join(', ')})` : ''}; current.sql ${a.hasCurrentMigration ? 'holds work in progress' : 'is empty'}\n`);
       break;
