@@ -9,7 +9,7 @@
  * anything listens or migrates.
  */
 import { createHash, createPrivateKey, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync, existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { SignJWT, jwtVerify } from 'jose';
 
@@ -68,6 +68,8 @@ export interface Config {
   dataDir: string;
   /** MIGRATIONS_DIR: the application's own graphile-migrate folder (committed/, current.sql), applied after plinth's. */
   migrationsDir: string;
+  /** PUBLIC_DIR: the application's front end, served at `/` (default ./public when it exists); null: none. */
+  publicDir: string | null;
   host: string;
   port: number;
   migrateOnStart: boolean;
@@ -143,6 +145,14 @@ type Env = Record<string, string | undefined>;
 
 const LOG_LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 const RESERVED_ROLES = new Set(['anon', 'authenticated', 'service_role']);
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
 
 function str(env: Env, name: string): string | undefined {
   const v = env[name];
@@ -286,6 +296,10 @@ export function parseConfig(env: Env = process.env): Config {
   const publicHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
   const dataDir = resolve(str(env, 'DATA_DIR') ?? './.data');
 
+  const publicDirSet = str(env, 'PUBLIC_DIR');
+  const publicDir = resolve(publicDirSet ?? './public');
+  if (publicDirSet !== undefined && !isDirectory(publicDir)) throw new ConfigError('PUBLIC_DIR', `${publicDir} is not a folder`);
+
   const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.has(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${[...LOG_LEVELS].join(', ')}`);
 
@@ -317,6 +331,7 @@ export function parseConfig(env: Env = process.env): Config {
     databaseUrl,
     dataDir,
     migrationsDir: resolve(str(env, 'MIGRATIONS_DIR') ?? './migrations'),
+    publicDir: isDirectory(publicDir) ? publicDir : null,
     host,
     port,
     migrateOnStart: bool(env, 'MIGRATE_ON_START', true),
