@@ -31,6 +31,11 @@ function withDatabase(url: string, name: string): string {
 }
 
 export async function devDatabases(): Promise<DevDatabases> {
+  if (!process.env.DATABASE_URL) {
+    // As npm start does: as root in a folder the postgres user cannot enter, the data lives elsewhere.
+    const moved = (await import('../src/core/embedded.ts')).rootDataDir(process.env);
+    if (moved) process.env.DATA_DIR = moved;
+  }
   const config = parseConfig(process.env);
   let url = config.databaseUrl;
   let stop = async () => {};

@@ -6,6 +6,11 @@ import { ConfigError, loadConfig } from './core/config.ts';
 import { createLogger } from './core/log.ts';
 import { runAllMigrations } from './core/migrate.ts';
 
+// As npm start does: as root in a folder the postgres user cannot enter, the embedded data lives elsewhere.
+if (!process.env.DATABASE_URL) {
+  const moved = (await import('./core/embedded.ts')).rootDataDir(process.env);
+  if (moved) process.env.DATA_DIR = moved;
+}
 let config;
 try {
   config = await loadConfig(process.env);
