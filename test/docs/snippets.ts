@@ -35,6 +35,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { Test } from 'tap';
 import { bundleCode } from '../../scripts/build-client.ts';
 import type { TestApp } from '../helpers/app.ts';
 
@@ -155,12 +156,6 @@ function run(command: string, args: string[], cwd: string, timeoutMs: number): P
   });
 }
 
-interface Tap {
-  ok(value: unknown, message?: string, extra?: Record<string, unknown>): void;
-  fail(message: string, extra?: Record<string, unknown>): void;
-  teardown(fn: () => unknown): void;
-}
-
 export interface RunOptions {
   app: TestApp;
   /** The scratch folder: sh and js blocks run here, file blocks are written here. */
@@ -183,7 +178,7 @@ function rerun(first: string, again: () => Promise<string>): () => Promise<strin
 const BLOCK_TIMEOUT_MS = 90_000;
 
 /** Run every block of `markdown` (see the header); returns how many blocks ran or were checked. */
-export async function runDocument(t: Tap, markdown: string, o: RunOptions): Promise<number> {
+export async function runDocument(t: Test, markdown: string, o: RunOptions): Promise<number> {
   const { app, dir } = o;
   const service = new URL(app.url);
   const receiverPort = await freePort();
