@@ -2,7 +2,7 @@
  * The README's Client example works as written: the `todos` table of its "Your own tables"
  * section (its SQL block, as pasted) and then its Client code block, run as a module in a
  * fresh Node process against a real plinth with only the anon key and the address filled in
- * and `plinth/client` pointing at the bundle.
+ * and `@plinth/client` pointing at the bundle.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -38,7 +38,7 @@ t.test('the README example', async (t) => {
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(join(dir, 'client.mjs'), await bundleCode());
   const code = example
-    .replace("'plinth/client'", JSON.stringify(pathToFileURL(join(dir, 'client.mjs')).href))
+    .replace("'@plinth/client'", JSON.stringify(pathToFileURL(join(dir, 'client.mjs')).href))
     .replace("'http://localhost:8000'", JSON.stringify(app.url))
     .replace(/\bANON_KEY\b/, JSON.stringify(app.anonKey));
   t.not(code, example);

@@ -28,7 +28,7 @@
  * Any other block fails the test: every block of the document is run, checked or written.
  * Before running, `http://localhost:8000` (and `ws://…`) becomes the service's address,
  * `localhost:9000` and the port 9000 a free port (for a receiver the document runs), and
- * `'plinth/client'` the client bundle. `ANON_KEY` and `SERVICE_ROLE_KEY` are exported.
+ * `'@plinth/client'` the client bundle. `ANON_KEY` and `SERVICE_ROLE_KEY` are exported.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -193,7 +193,7 @@ export async function runDocument(t: Test, markdown: string, o: RunOptions): Pro
       .replaceAll('localhost:8000', service.host)
       .replaceAll('localhost:9000', `127.0.0.1:${receiverPort}`)
       .replace(/\b9000\b/g, String(receiverPort))
-      .replaceAll("'plinth/client'", JSON.stringify(pathToFileURL(clientFile).href));
+      .replaceAll("'@plinth/client'", JSON.stringify(pathToFileURL(clientFile).href));
 
   const background = new Map<string, { child: ChildProcess; stdout: () => string }>();
   t.teardown(() => {
