@@ -81,6 +81,8 @@ export interface Config {
   functionsTimeoutMs: number;
   /** FUNCTIONS_ENV: the variables the bundled Deno runtime may read, with their values here (null: unset). */
   functionsEnv: Readonly<Record<string, string | null>>;
+  /** EDGE_RUNTIME_SECRET: sent to an external EDGE_RUNTIME_URL in `x-plinth-runtime-secret` (the bundled runtime gets a random one per start). */
+  edgeRuntimeSecret: string | null;
   webhookTimeoutMs: number;
   wsMaxConnections: number;
   wsMaxConnectionsPerIp: number;
@@ -258,6 +260,14 @@ function functionsEnv(env: Env): Readonly<Record<string, string | null>> {
   return Object.freeze(out);
 }
 
+/** EDGE_RUNTIME_SECRET: printable ASCII without spaces (it travels in a header), at least 32 characters. */
+function edgeRuntimeSecret(env: Env): string | null {
+  const v = str(env, 'EDGE_RUNTIME_SECRET');
+  if (v === undefined) return null;
+  if (!/^[\x21-\x7e]{32,}$/.test(v)) throw new ConfigError('EDGE_RUNTIME_SECRET', 'must be at least 32 printable ASCII characters without spaces');
+  return v;
+}
+
 /** Parse and validate the environment. Throws ConfigError naming the first bad variable. */
 export function parseConfig(env: Env = process.env): Config {
   const jwtSecret = str(env, 'JWT_SECRET') ?? null;
@@ -327,6 +337,7 @@ export function parseConfig(env: Env = process.env): Config {
     functionsDir: resolve(str(env, 'FUNCTIONS_DIR') ?? './functions'),
     functionsTimeoutMs: int(env, 'FUNCTIONS_TIMEOUT_MS', 60000, 1),
     functionsEnv: functionsEnv(env),
+    edgeRuntimeSecret: edgeRuntimeSecret(env),
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10000, 1),
     wsMaxConnections: int(env, 'WS_MAX_CONNECTIONS', 10000, 1),
     wsMaxConnectionsPerIp: int(env, 'WS_MAX_CONNECTIONS_PER_IP', 100, 1),
