@@ -14,7 +14,8 @@
  *   supervises when EDGE_RUNTIME_URL is unset and FUNCTIONS_DIR exists (supervisor.ts);
  *   neither: 503 `edge runtime not configured`; down: 502; hung: 504 (forward.ts). An
  *   `Authorization` or `apikey` that does not verify is not forwarded (with verify_jwt =
- *   false it is dropped and the call goes on without it).
+ *   false it is dropped and the call goes on without it). The bundled runtime starts once
+ *   the service listens, since its network denials name the service's own port (net.ts).
  * - `plv8`: `public.<name>(payload jsonb)` as the caller, in one round trip on the request
  *   path of REST (`db.withContext` through REST's own executor, so the §7.2 error mapping is
  *   the same code). POST (or any method with a body): the JSON body is the payload, `{}`
@@ -32,6 +33,7 @@ import { sendJsonText } from '../core/http.ts';
 import { execute } from '../rest/execute.ts';
 import { FunctionCache, type FunctionEntry } from './catalog.ts';
 import { FUNCTION_ERRORS, createForwarder } from './forward.ts';
+import { databaseTargets, netFlags, type Target } from './net.ts';
 import { encodeSegment, functionPath } from './path.ts';
 import { DenoSupervisor, denoCacheDir, denoExecutable } from './supervisor.ts';
 
@@ -87,7 +89,14 @@ async function payloadOf(req: FastifyRequest, limit: number): Promise<string> {
   return text;
 }
 
-function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState): void {
+/** The ports the service listens on (known once it listens). */
+function listeningPorts(app: FastifyInstance): number[] {
+  const ports: number[] = [];
+  for (const a of app.addresses() as Array<string | { port: number }>) if (typeof a === 'object' && !ports.includes(a.port)) ports.push(a.port);
+  return ports;
+}
+
+function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState, database: readonly Target[]): void {
   const { db, credentials, config, log } = deps;
   const forwarder = createForwarder(config.functionsTimeoutMs);
   app.addHook('onClose', () => forwarder.close());
@@ -105,7 +114,8 @@ function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: F
       log.error({ err: exe }, 'the bundled edge runtime cannot start: no Deno binary from the deno package');
       return null;
     }
-    const sup = new DenoSupervisor(exe, { functionsDir: config.functionsDir, env: config.functionsEnv, cacheDir: denoCacheDir(config.dataDir), log });
+    const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, listeningPorts(root), database);
+    const sup = new DenoSupervisor(exe, { functionsDir: config.functionsDir, env: config.functionsEnv, cacheDir: denoCacheDir(config.dataDir), net, log });
     state.supervisor = sup;
     sup.start();
     return sup;
@@ -205,8 +215,13 @@ function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: F
   app.route({ method: METHODS, url: `${PREFIX}/:name`, handler: invoke });
   app.route({ method: METHODS, url: `${PREFIX}/:name/*`, handler: invoke });
 
-  // The bundled runtime starts with the service (calls before it is up wait for it).
-  if (config.edgeRuntimeUrl === null) startBundled();
+  // The bundled runtime starts as soon as the service listens (calls before it is up wait for it).
+  if (config.edgeRuntimeUrl === null) {
+    root.addHook('onListen', (done) => {
+      startBundled();
+      done();
+    });
+  }
 }
 
 export const functionsArea: Area = {
@@ -223,6 +238,9 @@ export const functionsArea: Area = {
     app.addHook('onClose', async () => {
       await state.supervisor?.stop();
     });
-    await app.register(async (scope) => routes(scope, deps, cache, state));
+    // The database the functions must not reach: resolved once, before the runtime starts.
+    const { host, port } = deps.db.sql.options;
+    const database = deps.config.edgeRuntimeUrl === null ? await databaseTargets(host, port) : [];
+    await app.register(async (scope) => routes(scope, app, deps, cache, state, database));
   },
 };

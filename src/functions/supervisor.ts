@@ -4,8 +4,9 @@
  * dependency) as a child process serving FUNCTIONS_DIR (runtime/server.ts), on a loopback
  * port of its own.
  *
- * - Permissions are narrowed to what functions need: network, read of FUNCTIONS_DIR, and
- *   the variables named in FUNCTIONS_ENV (no other environment reaches the child either).
+ * - Permissions are narrowed to what functions need: network (less the database, the
+ *   service's own ports and link-local addresses, net.ts), read of FUNCTIONS_DIR, and the
+ *   variables named in FUNCTIONS_ENV (no other environment reaches the child either).
  *   No write, run, ffi or sys access; no config file, lock file or prompt.
  * - Each start draws a random secret, written as the first line of the child's stdin (not
  *   in its arguments or environment, which functions could read); the runtime answers only
@@ -50,6 +51,8 @@ export interface SupervisorOptions {
   env: Readonly<Record<string, string | null>>;
   /** Deno's module cache (DENO_DIR). */
   cacheDir: string;
+  /** Deno's `--allow-net` / `--deny-net` flags (net.ts). */
+  net: readonly string[];
   log: Logger;
 }
 
@@ -87,7 +90,7 @@ export class DenoSupervisor {
 
   start(): void {
     if (this.stopping || this.child !== null) return;
-    const { functionsDir, env, cacheDir, log } = this.opts;
+    const { functionsDir, env, cacheDir, net, log } = this.opts;
     mkdirSync(cacheDir, { recursive: true });
     const names = Object.keys(env);
     const args = [
@@ -99,7 +102,7 @@ export class DenoSupervisor {
       // req.signal aborts when the caller goes away, not also after every answer (and no
       // warning about the legacy behaviour on the first request).
       '--unstable-no-legacy-abort',
-      '--allow-net',
+      ...net,
       `--allow-read=${functionsDir}`,
       ...(names.length > 0 ? [`--allow-env=${names.join(',')}`] : []),
       SERVER,
