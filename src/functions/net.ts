@@ -16,9 +16,9 @@
  * address denial also covers DNS names pointing at it; a name denial covers only that name.
  *
  * FUNCTIONS_ALLOW_NET (unset: any host) narrows what is allowed (the runtime's own listening
- * socket, `127.0.0.1:0`, is always added); an entry of it with a port lifts the default
- * denials of that port (to let functions call plinth's own API on purpose, say).
- * FUNCTIONS_DENY_NET adds denials that nothing lifts.
+ * socket, `127.0.0.1:0`, is always added); an entry of it that names a denied target
+ * (`localhost:8000`) lifts that target's default denials, to let functions call plinth's
+ * own API on purpose, say. FUNCTIONS_DENY_NET adds denials that nothing lifts.
  */
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
@@ -92,34 +92,36 @@ export interface NetPolicy {
   deny: readonly string[];
 }
 
-/** The port an allow entry names, if any (`host:port`, `[v6]:port`, `v4/len:port`). */
-function entryPort(entry: string): number | null {
-  const m = /:(\d+)$/.exec(entry);
-  if (m === null || (!entry.startsWith('[') && entry.indexOf(':') !== entry.lastIndexOf(':'))) return null;
-  return Number(m[1]);
+/** The host and port of an allow entry that names both (`host:port`, `[v6]:port`; not a range). */
+function entryTarget(entry: string): Target | null {
+  const m = /^(\[[^\]]+\]|[^:/[\]]+):(\d+)$/.exec(entry);
+  return m === null ? null : { host: m[1].replace(/^\[|\]$/g, '').toLowerCase(), port: Number(m[2]) };
 }
 
 /**
  * Deno's net flags for the bundled runtime: plinth's listening ports and the database
- * targets are denied in every spelling, link-local addresses too, then FUNCTIONS_DENY_NET;
- * an allow entry with a port lifts the default denials of that port.
+ * targets are denied in every spelling, link-local addresses too, then FUNCTIONS_DENY_NET.
+ * An allow entry `host:port` that names a denied target lifts its default denials: a local
+ * spelling (`localhost:8000`) for a port on this machine, the database's host (name or
+ * address) for a database elsewhere.
  */
 export function netFlags(policy: NetPolicy, plinthPorts: readonly number[], database: readonly Target[], local: readonly string[] = localAddresses()): string[] {
   const localSet = new Set(local.map((a) => a.toLowerCase()));
-  const lifted = new Set<number>();
-  for (const e of policy.allow ?? []) {
-    const p = entryPort(e);
-    if (p !== null) lifted.add(p);
-  }
+  const named = (policy.allow ?? []).map(entryTarget).filter((e): e is Target => e !== null);
+  const liftedLocal = new Set(named.filter((e) => isLocal(e.host, localSet)).map((e) => e.port));
+  const remote = database.filter((t) => !isLocal(t.host, localSet));
+  const liftedRemote = new Set(named.filter((e) => remote.some((t) => t.port === e.port && hostEntry(t.host).replace(/^\[|\]$/g, '').toLowerCase() === e.host)).map((e) => e.port));
   const deny: string[] = [];
   const add = (entry: string) => {
     if (!deny.includes(entry)) deny.push(entry);
   };
-  for (const port of plinthPorts) if (!lifted.has(port)) localDenials(port, local).forEach(add);
+  for (const port of plinthPorts) if (!liftedLocal.has(port)) localDenials(port, local).forEach(add);
   for (const t of database) {
-    if (lifted.has(t.port)) continue;
-    if (isLocal(t.host, localSet)) localDenials(t.port, local).forEach(add);
-    else add(`${hostEntry(t.host)}:${t.port}`);
+    if (isLocal(t.host, localSet)) {
+      if (!liftedLocal.has(t.port)) localDenials(t.port, local).forEach(add);
+    } else if (!liftedRemote.has(t.port)) {
+      add(`${hostEntry(t.host)}:${t.port}`);
+    }
   }
   LINK_LOCAL_DENIALS.forEach(add);
   policy.deny.forEach(add);

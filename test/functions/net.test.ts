@@ -148,5 +148,9 @@ t.test("Deno's flags for a policy", async (t) => {
   t.equal(netFlags({ allow: ['api.example.com', '10.0.0.0/8:443'], deny: [] }, [8000], [], local)[0], '--allow-net=127.0.0.1:0,api.example.com,10.0.0.0/8:443', 'a list');
   const listed = netFlags({ allow: ['*', 'localhost:8000'], deny: [] }, [8000], [], local);
   t.equal(listed[0], '--allow-net', '* keeps any host');
-  t.notOk(listed[1].includes(':8000'), 'an entry naming the port lifts its default denials');
+  t.notOk(listed[1].includes(':8000'), 'a local spelling of a denied port lifts its default denials');
+  const elsewhere = netFlags({ allow: ['*', 'api.example.com:8000', '10.0.0.0/8:8000'], deny: [] }, [8000], [], local);
+  t.ok(elsewhere[1].includes('127.0.0.0/8:8000'), 'another host on the same port, or a range, lifts nothing');
+  const db = netFlags({ allow: ['*', 'db.internal:5432'], deny: [] }, [8000], [{ host: 'db.internal', port: 5432 }, { host: '10.9.9.9', port: 5432 }], local);
+  t.notOk(db[1].includes(':5432'), "naming the database's host lifts its denials, addresses included");
 });
