@@ -129,31 +129,44 @@ async function handle(req: Request, secret: string): Promise<Response> {
   }
 }
 
-// The first line of stdin is the secret; then the parent holds stdin open, and when it
-// goes away, so do we.
+/** Serve with `secret`; a runtime that cannot listen says why (stderr) and exits 1. */
+function serve(secret: string): void {
+  try {
+    Deno.serve(
+      {
+        hostname: '127.0.0.1',
+        port: 0,
+        onListen: ({ port }) => console.log(JSON.stringify({ plinth_edge_listening: port })),
+      },
+      (req) => handle(req, secret),
+    );
+  } catch (err) {
+    report('', 'the edge runtime could not listen', err);
+    Deno.exit(1);
+  }
+}
+
+// The first line of stdin is the secret (without one, nothing is served); then the parent
+// holds stdin open, and when it goes away, so do we.
 void (async () => {
   const buf = new Uint8Array(256);
   const bytes: number[] = [];
-  let secret: string | null = null;
+  let serving = false;
   try {
     for (;;) {
       const n = await Deno.stdin.read(buf);
       if (n === null) break;
-      if (secret !== null) continue;
+      if (serving) continue;
       bytes.push(...buf.subarray(0, n));
       const nl = bytes.indexOf(10);
       if (nl < 0) continue;
-      const key = new TextDecoder().decode(new Uint8Array(bytes.slice(0, nl))).trim();
-      if (key.length < 32) break;
-      secret = key;
-      Deno.serve(
-        {
-          hostname: '127.0.0.1',
-          port: 0,
-          onListen: ({ port }) => console.log(JSON.stringify({ plinth_edge_listening: port })),
-        },
-        (req) => handle(req, key),
-      );
+      const secret = new TextDecoder().decode(new Uint8Array(bytes.slice(0, nl))).trim();
+      if (secret.length < 32) {
+        report('', 'the edge runtime got no secret on stdin', new Error('a secret of at least 32 characters is the first line of stdin'));
+        Deno.exit(1);
+      }
+      serving = true;
+      serve(secret);
     }
   } finally {
     Deno.exit(0);
