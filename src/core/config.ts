@@ -10,6 +10,7 @@
  */
 import { createHash, createPrivateKey, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync, statSync } from 'node:fs';
+import { isIPv4, isIPv6 } from 'node:net';
 import { join, resolve } from 'node:path';
 import { SignJWT, jwtVerify } from 'jose';
 
@@ -85,6 +86,12 @@ export interface Config {
   functionsTimeoutMs: number;
   /** FUNCTIONS_ENV: the variables the bundled Deno runtime may read, with their values here (null: unset). */
   functionsEnv: Readonly<Record<string, string | null>>;
+  /** FUNCTIONS_ALLOW_NET: Deno net entries the bundled runtime's functions may reach; null: any host (`*` in the list: any host too). */
+  functionsAllowNet: readonly string[] | null;
+  /** FUNCTIONS_DENY_NET: Deno net entries denied on top of the default denials. */
+  functionsDenyNet: readonly string[];
+  /** EDGE_RUNTIME_SECRET: sent to an external EDGE_RUNTIME_URL in `x-plinth-runtime-secret` (the bundled runtime gets a random one per start). */
+  edgeRuntimeSecret: string | null;
   webhookTimeoutMs: number;
   wsMaxConnections: number;
   wsMaxConnectionsPerIp: number;
@@ -270,6 +277,55 @@ function functionsEnv(env: Env): Readonly<Record<string, string | null>> {
   return Object.freeze(out);
 }
 
+/**
+ * One entry of Deno's `--allow-net` / `--deny-net` list: `host`, `host:port`, an IPv4
+ * address or range (`169.254.0.0/16`) with an optional port, or `[IPv6]` with an optional port.
+ */
+function netEntry(value: string, name: string): string {
+  const bad = () => new ConfigError(name, `has an invalid entry "${value}" (expected host, host:port, IPv4/prefix[:port] or [IPv6][:port])`);
+  const v6 = /^\[([0-9A-Fa-f:.]+)\](?::(\d{1,5}))?$/.exec(value);
+  const plain = /^([A-Za-z0-9_.-]+)(?:\/(\d{1,2}))?(?::(\d{1,5}))?$/.exec(value);
+  const port = v6?.[2] ?? plain?.[3];
+  if (port !== undefined && (Number(port) < 1 || Number(port) > 65535)) throw bad();
+  if (v6 !== null) {
+    if (!isIPv6(v6[1])) throw bad();
+    return value;
+  }
+  if (plain === null) throw bad();
+  const [, host, prefix] = plain;
+  if (prefix !== undefined && (!isIPv4(host) || Number(prefix) > 32)) throw bad();
+  if (!isIPv4(host) && !/^[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*$/.test(host)) throw bad();
+  return value;
+}
+
+/** A comma-separated list of net entries; `extra` are words accepted as they are (`*`, `none`). */
+function netList(env: Env, name: string, extra: readonly string[] = []): string[] | undefined {
+  const v = str(env, name);
+  if (v === undefined) return undefined;
+  const entries = v.split(',').map((s) => s.trim()).filter(Boolean);
+  if (entries.length === 0) throw new ConfigError(name, 'has no entry');
+  return entries.map((e) => (extra.includes(e) ? e : netEntry(e, name)));
+}
+
+/** FUNCTIONS_ALLOW_NET: unset → null (any host); `none` alone → no network; else the entries (`*`: any host). */
+function functionsAllowNet(env: Env): readonly string[] | null {
+  const list = netList(env, 'FUNCTIONS_ALLOW_NET', ['*', 'none']);
+  if (list === undefined) return null;
+  if (list.includes('none')) {
+    if (list.length > 1) throw new ConfigError('FUNCTIONS_ALLOW_NET', 'may hold none only alone');
+    return Object.freeze([]);
+  }
+  return Object.freeze(list);
+}
+
+/** EDGE_RUNTIME_SECRET: printable ASCII without spaces (it travels in a header), at least 32 characters. */
+function edgeRuntimeSecret(env: Env): string | null {
+  const v = str(env, 'EDGE_RUNTIME_SECRET');
+  if (v === undefined) return null;
+  if (!/^[\x21-\x7e]{32,}$/.test(v)) throw new ConfigError('EDGE_RUNTIME_SECRET', 'must be at least 32 printable ASCII characters without spaces');
+  return v;
+}
+
 /** Parse and validate the environment. Throws ConfigError naming the first bad variable. */
 export function parseConfig(env: Env = process.env): Config {
   const jwtSecret = str(env, 'JWT_SECRET') ?? null;
@@ -345,6 +401,9 @@ export function parseConfig(env: Env = process.env): Config {
     functionsDir: resolve(str(env, 'FUNCTIONS_DIR') ?? './functions'),
     functionsTimeoutMs: int(env, 'FUNCTIONS_TIMEOUT_MS', 60000, 1),
     functionsEnv: functionsEnv(env),
+    functionsAllowNet: functionsAllowNet(env),
+    functionsDenyNet: Object.freeze(netList(env, 'FUNCTIONS_DENY_NET') ?? []),
+    edgeRuntimeSecret: edgeRuntimeSecret(env),
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10000, 1),
     wsMaxConnections: int(env, 'WS_MAX_CONNECTIONS', 10000, 1),
     wsMaxConnectionsPerIp: int(env, 'WS_MAX_CONNECTIONS_PER_IP', 100, 1),

@@ -491,6 +491,7 @@ async function main(): Promise<number> {
     userToken: await mintUserToken(JWT_SECRET),
     users: Array.from({ length: USERS }, (_, i) => ({ email: `bench-${i}@example.com`, password: PASSWORD })),
     tokens: new TokenPool(),
+    edgeRuntimeSecret: svc.ready.edgeRuntimeSecret,
   };
   const ctx: Ctx = { env, serviceUrl: svc.ready.url, serviceRoleKey: svc.ready.serviceRoleKey, baselineUrl: base.ready.url, edgeRuntimeUrl: svc.ready.edgeRuntimeUrl, auth: null, authProblem: null };
 

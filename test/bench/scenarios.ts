@@ -22,6 +22,8 @@ export interface Env {
   userToken: string;
   users: { email: string; password: string }[];
   tokens: TokenPool;
+  /** The bundled edge runtime's per-start secret (null without one). */
+  edgeRuntimeSecret: string | null;
 }
 
 export interface Scenario {
