@@ -16,6 +16,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { AppError } from '../core/errors.ts';
+import { forwardedFor } from '../core/http.ts';
 
 export const FUNCTION_ERRORS = {
   notFound: () => new AppError(404, 'function not found'),
@@ -51,8 +52,10 @@ function requestHeaders(req: FastifyRequest): Record<string, string | string[]> 
     const v = h[k];
     if (v !== undefined && !HOP_BY_HOP.has(k)) out[k] = v;
   }
-  const ip = req.socket.remoteAddress;
-  if (ip) out['x-forwarded-for'] = typeof h['x-forwarded-for'] === 'string' ? `${h['x-forwarded-for']}, ${ip}` : ip;
+  // The client as TRUST_PROXY resolved it, then the trusted hops: not what the client wrote.
+  const xff = forwardedFor(req);
+  if (xff) out['x-forwarded-for'] = xff;
+  else delete out['x-forwarded-for'];
   if (h.host) out['x-forwarded-host'] = h.host;
   out['x-forwarded-proto'] = req.protocol;
   return out;
