@@ -10,7 +10,7 @@
  */
 import { createHash, createPrivateKey, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync, statSync } from 'node:fs';
-import { isIPv4, isIPv6 } from 'node:net';
+import { isIP, isIPv4, isIPv6 } from 'node:net';
 import { join, resolve } from 'node:path';
 import { SignJWT, jwtVerify } from 'jose';
 
@@ -79,7 +79,8 @@ export interface Config {
   apiExternalUrl: string;
   smtpUrl: string | null;
   mailFrom: string;
-  trustProxy: boolean;
+  /** TRUST_PROXY: which X-Forwarded-For hops are proxies of this deployment (see TrustProxy). */
+  trustProxy: TrustProxy;
   edgeRuntimeUrl: string | null;
   functionsDir: string;
   /** A call to a deno function that gets no answer (or no further bytes) for this long: 504. */
@@ -110,6 +111,16 @@ export interface Config {
   /** DB_REQUEST_PASSWORD: the request login roles' password, managed by a DBA; null = derived from JWT_SECRET and set by the migrations step. */
   dbRequestPassword: string | null;
 }
+
+/**
+ * TRUST_PROXY, in the forms fastify's `trustProxy` takes: false (the socket's address is
+ * the client), true (every hop is trusted: the left-most X-Forwarded-For entry is the
+ * client), a number of proxies in front of plinth (the socket and the right-most n - 1
+ * entries are trusted), or the proxies' addresses and CIDR ranges (and proxy-addr's
+ * names `loopback`, `linklocal`, `uniquelocal`). The client is the right-most hop not
+ * trusted.
+ */
+export type TrustProxy = boolean | number | readonly string[];
 
 export interface S3Config {
   /** Unset: AWS's own endpoint for the region. */
@@ -267,6 +278,43 @@ function oauthProviders(env: Env): Partial<Record<OAuthProviderName, OAuthProvid
   return out;
 }
 
+const TRUST_PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+const MAX_PROXY_HOPS = 100;
+
+/** One entry of a TRUST_PROXY list: an IP address, an address/prefix, or a proxy-addr name. */
+function trustedProxyEntry(entry: string): boolean {
+  if (TRUST_PROXY_NAMES.has(entry)) return true;
+  const slash = entry.indexOf('/');
+  const addr = slash < 0 ? entry : entry.slice(0, slash);
+  // Zone ids (fe80::1%eth0) are left out: the address never carries one in X-Forwarded-For.
+  const kind = addr.includes('%') ? 0 : isIP(addr);
+  if (kind === 0) return false;
+  if (slash < 0) return true;
+  const prefix = entry.slice(slash + 1);
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= (kind === 4 ? 32 : 128);
+}
+
+/** TRUST_PROXY: true | false | a number of proxies | comma-separated proxy addresses or CIDR ranges. */
+function trustProxy(env: Env): TrustProxy {
+  const v = str(env, 'TRUST_PROXY')?.trim();
+  if (v === undefined || v === '' || v === 'false') return false;
+  if (v === 'true') return true;
+  if (/^\d+$/.test(v)) {
+    const n = Number(v);
+    if (n > MAX_PROXY_HOPS) throw new ConfigError('TRUST_PROXY', `must be true, false, a number of proxies from 0 to ${MAX_PROXY_HOPS}, or proxy addresses`);
+    return n === 0 ? false : n;
+  }
+  const entries = v.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = entries.find((e) => !trustedProxyEntry(e));
+  if (bad !== undefined || entries.length === 0) {
+    throw new ConfigError(
+      'TRUST_PROXY',
+      `has an invalid proxy address "${bad ?? v}" (expected true, false, a number of proxies, or comma-separated IP addresses and CIDR ranges)`,
+    );
+  }
+  return Object.freeze(entries);
+}
+
 /** FUNCTIONS_ENV: comma-separated variable names; each maps to its value here (null when unset). */
 function functionsEnv(env: Env): Readonly<Record<string, string | null>> {
   const out: Record<string, string | null> = {};
@@ -396,7 +444,7 @@ export function parseConfig(env: Env = process.env): Config {
     apiExternalUrl: (url(env, 'API_EXTERNAL_URL') ?? `http://${publicHost}:${port}`).replace(/\/$/, ''),
     smtpUrl: url(env, 'SMTP_URL', { protocols: ['smtp:', 'smtps:'] }) ?? null,
     mailFrom: str(env, 'MAIL_FROM') ?? 'noreply@localhost',
-    trustProxy: bool(env, 'TRUST_PROXY', false),
+    trustProxy: trustProxy(env),
     edgeRuntimeUrl: url(env, 'EDGE_RUNTIME_URL')?.replace(/\/$/, '') ?? null,
     functionsDir: resolve(str(env, 'FUNCTIONS_DIR') ?? './functions'),
     functionsTimeoutMs: int(env, 'FUNCTIONS_TIMEOUT_MS', 60000, 1),

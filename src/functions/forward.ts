@@ -20,6 +20,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { AppError } from '../core/errors.ts';
+import { forwardedFor } from '../core/http.ts';
 
 export const FUNCTION_ERRORS = {
   notFound: () => new AppError(404, 'function not found'),
@@ -74,8 +75,10 @@ function requestHeaders(req: FastifyRequest, target: ForwardTarget): Record<stri
   }
   out[FUNCTION_HEADER] = target.name;
   if (target.secret !== null) out[SECRET_HEADER] = target.secret;
-  const ip = req.socket.remoteAddress;
-  if (ip) out['x-forwarded-for'] = typeof h['x-forwarded-for'] === 'string' ? `${h['x-forwarded-for']}, ${ip}` : ip;
+  // The client as TRUST_PROXY resolved it, then the trusted hops: not what the client wrote.
+  const xff = forwardedFor(req);
+  if (xff) out['x-forwarded-for'] = xff;
+  else delete out['x-forwarded-for'];
   if (h.host) out['x-forwarded-host'] = h.host;
   out['x-forwarded-proto'] = req.protocol;
   return out;
