@@ -10,7 +10,7 @@ insert into auth.users (id, email) values ('00000000-0000-4000-8000-00000000ace1
 select status from auth.start_session('00000000-0000-4000-8000-00000000ace1', sha256('race-0'), 3600);
 select s.status from generate_series(1, 20) i,
   lateral auth.start_session('00000000-0000-4000-8000-00000000ace1', sha256(convert_to('race-' || i, 'UTF8')), 3600) s;
-select auth.request_magic_link('race@example.com', sha256('ml-race'), 'sealed');
+select auth.request_magic_link('race@example.com', sha256('ml-race'), 'sealed', 0);
 select auth.take_rate_limit('auth', '192.0.2.50', 3, 60) from generate_series(1, 2);
 
 create function pg_temp.conninfo(app text) returns text language sql as $$
