@@ -21,21 +21,11 @@ create table if not exists auth_private.proven_emails (
   email text not null,
   proof text not null,
   proven_at timestamptz not null default now(),
-  constraint proven_emails_proof_check check (proof in ('verification', 'magic_link', 'recovery', 'oauth')),
+  constraint proven_emails_proof_check check (proof in ('verification', 'magic_link', 'recovery', 'oauth', 'legacy')),
   constraint proven_emails_email_check check (email = lower(email))
 );
 comment on table auth_private.proven_emails is E'plinth: the address of an account proven by a used emailed token or a provider-verified OAuth sign-in. Proven only while email matches the account''s current address.';
-comment on column auth_private.proven_emails.proof is E'What proved it: verification, magic_link, recovery or oauth.';
-
--- Addresses already proven by a used emailed token still on record (tokens are kept a
--- week past expiry) count as proven; nothing else can be told apart after the fact.
-insert into auth_private.proven_emails (user_id, email, proof, proven_at)
-  select distinct on (t.user_id) t.user_id, lower(u.email), t.kind, t.used_at
-    from auth_private.one_time_tokens t
-    join auth.users u on u.id = t.user_id
-    where t.used_at is not null and lower(t.email) = lower(u.email)
-    order by t.user_id, t.used_at desc
-  on conflict (user_id) do nothing;
+comment on column auth_private.proven_emails.proof is E'What proved it: verification, magic_link, recovery, oauth, or legacy (proven before this mark existed, read from the account''s record).';
 
 -- Two more reasons a refresh-token family ends: the first proof of the address, and a
 -- change of the email or password (the caller's own family stays).
@@ -59,6 +49,10 @@ create table if not exists auth_private.mail_limits (
 comment on table auth_private.mail_limits is E'plinth: sliding-window times of the recovery and magic-link mails per address (by SHA-256 of the lower-cased address); shared by every instance.';
 
 --!include auth/proven.sql
+
+-- Accounts from before the mark: see auth_private.backfill_proven_emails.
+select auth_private.backfill_proven_emails();
+
 --!include auth/one_time_tokens.sql
 --!include auth/accounts.sql
 --!include auth/oauth.sql
