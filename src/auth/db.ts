@@ -145,12 +145,14 @@ export interface UpdateUserInput {
   email: string | null;
   passwordHash: string | null;
   userMetadata: Record<string, unknown> | null;
+  /** The caller's session (refresh-token family): it survives an email or password change, the others end. */
+  sessionId: string | null;
 }
 
 export async function updateUser(sql: Sql, userId: string, i: UpdateUserInput): Promise<UserRow<UpdateUserStatus>> {
   const [r] = await call(
     sql<UserRow<UpdateUserStatus>[]>`select * from auth.update_user(${userId}::uuid, ${i.email}::text, ${i.passwordHash}::text,
-      ${i.userMetadata === null ? null : sql.json(i.userMetadata as postgres.JSONValue)}::jsonb)`,
+      ${i.userMetadata === null ? null : sql.json(i.userMetadata as postgres.JSONValue)}::jsonb, ${i.sessionId}::uuid)`,
   );
   return r;
 }
@@ -176,9 +178,12 @@ export async function verifyEmail(sql: Sql, tokenHash: Buffer): Promise<'ok' | '
   return r.status;
 }
 
-export async function requestRecovery(sql: Sql, email: string, tokenHash: Buffer, sealed: string): Promise<'sent' | 'not_found'> {
+/** `limited`: MAIL_RATE_LIMIT_PER_HOUR mails went to the address this hour; nothing is sent (the answer is the same). */
+export type MailRequestStatus = 'sent' | 'not_found' | 'limited';
+
+export async function requestRecovery(sql: Sql, email: string, tokenHash: Buffer, sealed: string, mailLimit: number): Promise<MailRequestStatus> {
   const [r] = await call(
-    sql<{ status: 'sent' | 'not_found' }[]>`select auth.request_recovery(${email}, ${tokenHash}, ${sealed}) as status`,
+    sql<{ status: MailRequestStatus }[]>`select auth.request_recovery(${email}, ${tokenHash}, ${sealed}, ${mailLimit}) as status`,
   );
   return r.status;
 }
@@ -195,9 +200,9 @@ export async function confirmRecovery(sql: Sql, tokenHash: Buffer, passwordHash:
   return r.status;
 }
 
-export async function requestMagicLink(sql: Sql, email: string, tokenHash: Buffer, sealed: string): Promise<'sent' | 'not_found'> {
+export async function requestMagicLink(sql: Sql, email: string, tokenHash: Buffer, sealed: string, mailLimit: number): Promise<MailRequestStatus> {
   const [r] = await call(
-    sql<{ status: 'sent' | 'not_found' }[]>`select auth.request_magic_link(${email}, ${tokenHash}, ${sealed}) as status`,
+    sql<{ status: MailRequestStatus }[]>`select auth.request_magic_link(${email}, ${tokenHash}, ${sealed}, ${mailLimit}) as status`,
   );
   return r.status;
 }
@@ -243,6 +248,7 @@ export interface PurgeCounts {
   sessions: number;
   one_time_tokens: number;
   rate_limits: number;
+  mail_limits: number;
 }
 
 export async function purgeExpired(sql: Sql): Promise<PurgeCounts> {

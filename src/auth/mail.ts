@@ -5,14 +5,23 @@
  *   verification  API_EXTERNAL_URL/auth/v1/verify?token=…            (24 hours)
  *   magic_link    API_EXTERNAL_URL/auth/v1/magiclink/verify?token=…  (1 hour, once)
  *   recovery      SITE_URL/reset-password?token=…                     (1 hour, once)
+ * Two more shapes of job:
+ *   account_changed  the notice to the former address after an email or password change
+ *                    (PATCH /auth/v1/user): plain text, no token, no link;
+ *   no recipient     (`to` null) a recovery or magic-link request for an unknown address,
+ *                    or one over MAIL_RATE_LIMIT_PER_HOUR: enqueued so that every request
+ *                    does the same work; the task ends without sending anything.
  *
  * Delivery: nodemailer over SMTP_URL. `smtps://` is TLS from the first byte, with the
  * certificate verified. `smtp://` promises no TLS: STARTTLS is used when the server offers
  * it but its certificate is not checked (better than clear text against a passive reader,
  * no worse otherwise). nodemailer's URL query options override both, e.g.
  * `smtp://host:587?requireTLS=true&tls.rejectUnauthorized=true` or `?ignoreTLS=true`.
- * Without SMTP_URL the email is written to the log (the one place a clear token may
- * appear, development only). A failed send throws, and graphile-worker retries the job.
+ * Without SMTP_URL nothing is sent: in development mode (no JWT_SECRET) the whole email is
+ * written to the log (the one place a clear token may appear); otherwise the log says only
+ * that an email of that kind to that address was not sent, never its body or link (a live
+ * link in a production log is a sign-in for whoever reads the log). A failed send throws,
+ * and graphile-worker retries the job.
  */
 import nodemailer, { type Transporter } from 'nodemailer';
 import type SMTPTransport from 'nodemailer/lib/smtp-transport';
@@ -21,6 +30,7 @@ import type { RuntimeConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
 import { unseal } from './tokens.ts';
 
+/** The emails that carry a one-time token. */
 export type EmailKind = 'verification' | 'recovery' | 'magic_link';
 
 export interface EmailPayload {
@@ -28,6 +38,24 @@ export interface EmailPayload {
   to: string;
   sealed_token: string;
 }
+
+/** A request for an unknown or limited address: the same work, nothing sent. */
+export interface NoEmailPayload {
+  kind: EmailKind;
+  to: null;
+}
+
+export interface AccountChangedPayload {
+  kind: 'account_changed';
+  /** The address the account had before the change. */
+  to: string;
+  email_changed: boolean;
+  password_changed: boolean;
+  /** The new address when the email changed. */
+  new_email: string | null;
+}
+
+export type SendEmailPayload = EmailPayload | NoEmailPayload | AccountChangedPayload;
 
 export interface Email {
   subject: string;
@@ -69,12 +97,31 @@ export function composeEmail(config: Pick<RuntimeConfig, 'apiExternalUrl' | 'sit
   }
 }
 
-function isPayload(p: unknown): p is EmailPayload {
-  const o = p as Partial<EmailPayload> | null;
-  return (
-    typeof o === 'object' && o !== null && typeof o.to === 'string' && typeof o.sealed_token === 'string' &&
-    (o.kind === 'verification' || o.kind === 'recovery' || o.kind === 'magic_link')
-  );
+/** The notice of an email or password change, to the former address: plain, no link. */
+export function composeAccountChanged(p: Pick<AccountChangedPayload, 'email_changed' | 'password_changed' | 'new_email'>): { subject: string; text: string } {
+  const what: string[] = [];
+  if (p.email_changed) what.push(p.new_email === null ? 'The email address of your account was changed.' : `The email address of your account was changed to ${p.new_email}.`);
+  if (p.password_changed) what.push('The password of your account was changed.');
+  return {
+    subject: p.email_changed ? 'The email address of your account was changed' : 'The password of your account was changed',
+    text:
+      `${what.join('\n')}\n\nEvery other session of the account was signed out.\n\n` +
+      'If you made this change, you can ignore this email. If you did not, someone else may have access to your account: ' +
+      'contact the application that sent this email.\n',
+  };
+}
+
+const TOKEN_KINDS: ReadonlySet<unknown> = new Set(['verification', 'recovery', 'magic_link']);
+
+function isPayload(p: unknown): p is SendEmailPayload {
+  if (typeof p !== 'object' || p === null) return false;
+  const o = p as Record<string, unknown>;
+  if (o.kind === 'account_changed') {
+    return typeof o.to === 'string' && typeof o.email_changed === 'boolean' && typeof o.password_changed === 'boolean' &&
+      (o.new_email === null || typeof o.new_email === 'string');
+  }
+  if (!TOKEN_KINDS.has(o.kind)) return false;
+  return o.to === null || (typeof o.to === 'string' && typeof o.sealed_token === 'string');
 }
 
 export function createTransport(smtpUrl: string): Transporter {
@@ -95,17 +142,25 @@ export function sendEmailTask(config: RuntimeConfig, log: Logger): Task {
       log.error({ job: helpers.job.id }, 'auth__send_email: malformed payload; dropped');
       return;
     }
-    let token: string;
-    try {
-      token = unseal(config.secret, payload.sealed_token);
-    } catch (err) {
-      // Sealed with another secret (JWT_SECRET changed): no retry can open it.
-      log.error({ err, job: helpers.job.id, kind: payload.kind }, 'auth__send_email: token cannot be unsealed; dropped');
-      return;
+    // No recipient: a request for an unknown or limited address, which sends nothing.
+    if (payload.to === null) return;
+    let email: { subject: string; text: string };
+    if (payload.kind === 'account_changed') {
+      email = composeAccountChanged(payload);
+    } else {
+      let token: string;
+      try {
+        token = unseal(config.secret, payload.sealed_token);
+      } catch (err) {
+        // Sealed with another secret (JWT_SECRET changed): no retry can open it.
+        log.error({ err, job: helpers.job.id, kind: payload.kind }, 'auth__send_email: token cannot be unsealed; dropped');
+        return;
+      }
+      email = composeEmail(config, payload.kind, token);
     }
-    const email = composeEmail(config, payload.kind, token);
     if (transport === null) {
-      log.info({ email: { to: payload.to, subject: email.subject, body: email.text } }, 'email (SMTP_URL unset, not sent)');
+      if (config.devMode) log.info({ email: { to: payload.to, subject: email.subject, body: email.text } }, 'email (SMTP_URL unset, not sent)');
+      else log.warn({ email: { kind: payload.kind, to: payload.to } }, 'email not sent: SMTP_URL is unset');
       return;
     }
     await transport.sendMail({ from: config.mailFrom, to: payload.to, subject: email.subject, text: email.text });

@@ -316,10 +316,13 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
       if (r.status === 'not_found') throw AUTH_ERRORS.userNotFound();
       return reply.send(r.user_json);
     }
+    const sessionId = cred.claimsObject.session_id;
     const r = await q.updateUser(sql, cred.userId, {
       email: b.email ?? null,
       passwordHash: b.password === undefined ? null : await hashPassword(b.password),
       userMetadata: b.data ?? null,
+      // An email or password change ends the user's other sessions; the caller's stays.
+      sessionId: typeof sessionId === 'string' && UUID.test(sessionId) ? sessionId : null,
     });
     switch (r.status) {
       case 'ok':
@@ -357,10 +360,11 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
     const b = body(req.body);
     checkEmail(b.email);
     const t = newOpaqueToken();
-    const status = await q.requestRecovery(sql, b.email, t.hash, seal(config.secret, t.token));
+    const status = await q.requestRecovery(sql, b.email, t.hash, seal(config.secret, t.token), config.mailRateLimitPerHour);
     switch (status) {
       case 'sent':
       case 'not_found': // the same answer either way (no enumeration)
+      case 'limited': // and silently nothing over MAIL_RATE_LIMIT_PER_HOUR
         return reply.code(200).send({ message: MESSAGES.recoverySent });
       default:
         return unreachable(status);
@@ -393,10 +397,11 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
     const b = body(req.body);
     checkEmail(b.email);
     const t = newOpaqueToken();
-    const status = await q.requestMagicLink(sql, b.email, t.hash, seal(config.secret, t.token));
+    const status = await q.requestMagicLink(sql, b.email, t.hash, seal(config.secret, t.token), config.mailRateLimitPerHour);
     switch (status) {
       case 'sent':
       case 'not_found': // sent only to registered addresses; the same answer either way
+      case 'limited': // and silently nothing over MAIL_RATE_LIMIT_PER_HOUR
         return reply.code(200).send({ message: MESSAGES.magicLinkSent });
       default:
         return unreachable(status);

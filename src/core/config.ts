@@ -54,6 +54,8 @@ export interface Config {
   allowAnonymousSignin: boolean;
   authRateLimit: number;
   anonymousRateLimit: number;
+  /** MAIL_RATE_LIMIT_PER_HOUR: recovery and magic-link mails per address in any hour; 0 disables. */
+  mailRateLimitPerHour: number;
   maxBatchOperations: number;
   storageBackend: 'database' | 'disk' | 's3';
   storageDir: string;
@@ -422,6 +424,7 @@ export function parseConfig(env: Env = process.env): Config {
     allowAnonymousSignin: bool(env, 'ALLOW_ANONYMOUS_SIGNIN', false),
     authRateLimit: int(env, 'AUTH_RATE_LIMIT', 30, 0),
     anonymousRateLimit: int(env, 'ANONYMOUS_RATE_LIMIT', 30, 0),
+    mailRateLimitPerHour: int(env, 'MAIL_RATE_LIMIT_PER_HOUR', 5, 0, 10000),
     maxBatchOperations: int(env, 'MAX_BATCH_OPERATIONS', 20, 1),
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),

@@ -72,6 +72,9 @@ export class Credentials {
     const role = payload.role;
     if (typeof role !== 'string' || !this.roles.has(role)) throw ERRORS.invalidToken();
     const sub = typeof payload.sub === 'string' ? payload.sub : null;
+    // A user token (one with `sub`) without `exp` would never expire: every one plinth signs
+    // carries `exp`, so such a token was made by hand with the secret, and it is refused.
+    if (payload.sub !== undefined && typeof payload.exp !== 'number') throw ERRORS.invalidToken();
     // The anon and service-role keys carry `role` alone: their claims are `{"role": …}` (contract §5).
     let claimsObject: Record<string, unknown> = payload;
     if (sub === null) {

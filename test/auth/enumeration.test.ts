@@ -1,7 +1,9 @@
 /**
  * No enumeration (issue item 8): recover and magiclink answer byte for byte the same for
- * known and unknown addresses, and password sign-in with an unknown address does the same
- * argon2 work as with a known one (compared by fastest time, against a real hash's cost).
+ * known and unknown addresses and do the same work (one email job either way; for an
+ * unknown address the job has no recipient), and password sign-in with an unknown address
+ * does the same argon2 work as with a known one (compared by fastest time, against a real
+ * hash's cost).
  */
 import t from 'tap';
 import { PASSWORD, signUp, startAuthApp, uniqueEmail } from './helpers.ts';
@@ -34,6 +36,23 @@ t.test('no enumeration', async (t) => {
       t.equal(b.status, a.status, path);
       t.equal(b.text, a.text, `${path}: same bytes`);
       t.equal(b.headers.get('content-type'), a.headers.get('content-type'));
+    }
+  });
+
+  t.test('recover and magiclink: the same work, one email job, for known and unknown addresses', async (t) => {
+    const jobs = async () => {
+      const rows = await app.db.sql<{ to: string | null }[]>`select j.payload ->> 'to' as to from graphile_worker._private_jobs j
+        join graphile_worker._private_tasks k on k.id = j.task_id where k.identifier = 'auth__send_email' order by j.id`;
+      return rows.map((r) => r.to);
+    };
+    for (const path of ['/auth/v1/recover', '/auth/v1/magiclink']) {
+      const before = await jobs();
+      t.equal((await app.call('POST', path, { body: { email } })).status, 200);
+      const known = await jobs();
+      t.same(known.slice(before.length), [email], `${path}: a registered address gets its email job`);
+      t.equal((await app.call('POST', path, { body: { email: unknown } })).status, 200);
+      const after = await jobs();
+      t.same(after.slice(known.length), [null], `${path}: an unknown address gets one job too, without a recipient`);
     }
   });
 

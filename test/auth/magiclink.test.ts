@@ -109,5 +109,15 @@ t.test('with REQUIRE_EMAIL_VERIFICATION=true a magic link confirms the address',
   const u = new URL(linksOf((await smtp.next(email)).text)[0]);
   const r = await app.call('GET', u.pathname + u.search);
   t.equal(r.status, 302);
-  t.equal((await signIn(app, email)).status, 200, 'the address counts as confirmed');
+  const fragment = new URLSearchParams(r.headers.get('location')!.split('#')[1]);
+  const me = await app.call('GET', '/auth/v1/user', { token: fragment.get('access_token')! });
+  t.equal(me.status, 200, 'the magic link signs in');
+  const [row] = await app.db.sql`select email_confirmed_at is not null as confirmed from auth.users where email = ${email}`;
+  t.equal(row.confirmed, true, 'the address counts as confirmed');
+  // The sign-up's password was set before anyone proved owning the address: it may be a
+  // squatter's, so the proof removes it (see takeover.test.ts).
+  t.equal((await signIn(app, email)).status, 401, 'the password chosen before the proof no longer signs in');
+  const set = await app.call('PATCH', '/auth/v1/user', { token: fragment.get('access_token')!, body: { password: 'a password after the proof' } });
+  t.equal(set.status, 200);
+  t.equal((await signIn(app, email, 'a password after the proof')).status, 200, 'one set after it does');
 });

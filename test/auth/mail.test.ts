@@ -1,19 +1,28 @@
 /**
  * Emails (contract §4): bodies with exactly one `token=` link per kind, sealing, SMTP over
  * the three transport shapes (plain with opportunistic STARTTLS and AUTH, implicit TLS),
- * and the log instead of SMTP when SMTP_URL is unset.
+ * the change notice (no link), and the log instead of SMTP when SMTP_URL is unset: the
+ * whole email only in development mode, elsewhere only that it was not sent.
  */
 import t from 'tap';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { SMTPServer } from 'smtp-server';
 import type { AddressInfo } from 'node:net';
-import { composeEmail, sendEmailTask } from '../../src/auth/mail.ts';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { composeAccountChanged, composeEmail, sendEmailTask } from '../../src/auth/mail.ts';
 import { seal, unseal, newOpaqueToken, hashToken } from '../../src/auth/tokens.ts';
 import type { RuntimeConfig } from '../../src/core/config.ts';
+import { TEST_JWT_SECRET } from '../helpers/app.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { PASSWORD, linksOf, parseMail, startAuthApp, tokenOfLink, uniqueEmail, sleep } from './helpers.ts';
 
 const SECRET = 'mail-test-secret-mail-test-secret-0123456789';
+const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 
 t.test('bodies: exactly one link with token= per kind', async (t) => {
   const config = { apiExternalUrl: 'https://api.example.org', siteUrl: 'https://app.example.org' };
@@ -46,7 +55,7 @@ t.test('sealing: AES-256-GCM under a key derived from the secret', async (t) => 
   t.throws(() => unseal(SECRET, tampered.toString('base64url')), 'tampering is detected');
 });
 
-function captureLogger() {
+function captureLogger(level = 'debug') {
   const lines: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk, _enc, cb) {
@@ -54,12 +63,12 @@ function captureLogger() {
       cb();
     },
   });
-  return { log: pino({ level: 'debug' }, stream), lines };
+  return { log: pino({ level }, stream), lines };
 }
 
-t.test('SMTP_URL unset: the email is written to the log, not sent', async (t) => {
+t.test('SMTP_URL unset, development mode: the email is written to the log, not sent', async (t) => {
   const { log, lines } = captureLogger();
-  const config = { secret: SECRET, smtpUrl: null, mailFrom: 'noreply@localhost', apiExternalUrl: 'http://localhost:8000', siteUrl: 'http://localhost:3000' } as unknown as RuntimeConfig;
+  const config = { secret: SECRET, devMode: true, smtpUrl: null, mailFrom: 'noreply@localhost', apiExternalUrl: 'http://localhost:8000', siteUrl: 'http://localhost:3000' } as unknown as RuntimeConfig;
   const task = sendEmailTask(config, log);
   const helpers = { job: { id: '1' } } as unknown as Parameters<typeof task>[1];
   await task({ kind: 'magic_link', to: 'dev@example.com', sealed_token: seal(SECRET, 'the-token') }, helpers);
@@ -74,6 +83,46 @@ t.test('SMTP_URL unset: the email is written to the log, not sent', async (t) =>
   t.ok(lines.some((l) => l.msg === 'auth__send_email: token cannot be unsealed; dropped'), 'a token sealed with another secret is dropped, not retried');
 });
 
+t.test('SMTP_URL unset with a JWT_SECRET: the log says what was not sent, never the body or the link', async (t) => {
+  const { log, lines } = captureLogger();
+  const config = { secret: SECRET, devMode: false, smtpUrl: null, mailFrom: 'noreply@localhost', apiExternalUrl: 'http://localhost:8000', siteUrl: 'http://localhost:3000' } as unknown as RuntimeConfig;
+  const task = sendEmailTask(config, log);
+  const helpers = { job: { id: '1' } } as unknown as Parameters<typeof task>[1];
+  for (const kind of ['magic_link', 'recovery', 'verification'] as const) {
+    await task({ kind, to: 'prod@example.com', sealed_token: seal(SECRET, 'the-live-token') }, helpers);
+  }
+  await sleep(50);
+  const text = lines.map((l) => JSON.stringify(l)).join('\n');
+  t.notMatch(text, /the-live-token|token=|https?:\/\//, 'no token and no link in the log');
+  t.same(
+    lines.filter((l) => l.msg === 'email not sent: SMTP_URL is unset').map((l) => l.email),
+    [{ kind: 'magic_link', to: 'prod@example.com' }, { kind: 'recovery', to: 'prod@example.com' }, { kind: 'verification', to: 'prod@example.com' }],
+    'one line per email: its kind and recipient',
+  );
+});
+
+t.test('the change notice: plain text, no link, no token', async (t) => {
+  const both = composeAccountChanged({ email_changed: true, password_changed: true, new_email: 'new@example.com' });
+  t.match(both.text, /changed to new@example\.com/);
+  t.match(both.text, /password of your account was changed/);
+  t.same(linksOf(both.text), [], 'no link');
+  t.notMatch(both.text, /token/);
+  const pw = composeAccountChanged({ email_changed: false, password_changed: true, new_email: null });
+  t.equal(pw.subject, 'The password of your account was changed');
+  t.notMatch(pw.text, /email address/);
+});
+
+t.test('a job without a recipient (unknown or limited address) sends and logs nothing', async (t) => {
+  const { log, lines } = captureLogger();
+  const config = { secret: SECRET, devMode: true, smtpUrl: null, mailFrom: 'noreply@localhost', apiExternalUrl: 'http://localhost:8000', siteUrl: 'http://localhost:3000' } as unknown as RuntimeConfig;
+  const task = sendEmailTask(config, log);
+  const helpers = { job: { id: '1' } } as unknown as Parameters<typeof task>[1];
+  await task({ kind: 'recovery', to: null, sealed_token: null }, helpers);
+  await task({ kind: 'magic_link', to: null }, helpers);
+  await sleep(50);
+  t.same(lines, [], 'the job ends silently');
+});
+
 t.test('SMTP_URL unset end to end: the job runs and completes', async (t) => {
   const app = await startAuthApp(t, { env: { REQUIRE_EMAIL_VERIFICATION: 'true' } });
   t.equal(app.config.smtpUrl, null);
@@ -86,6 +135,90 @@ t.test('SMTP_URL unset end to end: the job runs and completes', async (t) => {
       join graphile_worker._private_tasks k on k.id = j.task_id where k.identifier = 'auth__send_email'`;
   }
   t.equal(left, 0, 'the job was taken and completed without SMTP');
+});
+
+/** The auth__send_email jobs still pending (done jobs are deleted). */
+async function pendingMailJobs(sql: TestDatabase['sql']): Promise<number> {
+  const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from graphile_worker._private_jobs j
+    join graphile_worker._private_tasks k on k.id = j.task_id where k.identifier = 'auth__send_email'`;
+  return n;
+}
+
+async function until(cond: () => Promise<boolean> | boolean, what: string, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`not met in time: ${what}`);
+    await sleep(50);
+  }
+}
+
+t.test('a real plinth with JWT_SECRET and without SMTP_URL: no link reaches its log', async (t) => {
+  const db = await createTestDatabase(t);
+  const dataDir = mkdtempSync(join(tmpdir(), 'plinth-mail-'));
+  const child = spawn(process.execPath, [MAIN], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      DATABASE_URL: db.url,
+      MIGRATE_ON_START: 'false',
+      JWT_SECRET: TEST_JWT_SECRET,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DATA_DIR: dataDir,
+      DB_POOL_SIZE: '2',
+      LOG_LEVEL: 'info',
+      AUTH_RATE_LIMIT: '0',
+    },
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  await until(() => /plinth listening on (\S+)/.test(out), `start: ${out}`);
+  const url = /plinth listening on (\S+)/.exec(out)![1];
+  const post = (path: string, body: unknown, token?: string) =>
+    fetch(url + path, {
+      method: path === '/auth/v1/user' ? 'PATCH' : 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+    });
+
+  const email = uniqueEmail('prod-log');
+  const signup = await post('/auth/v1/signup', { email, password: PASSWORD });
+  t.equal(signup.status, 201);
+  const { access_token } = (await signup.json()) as { access_token: string };
+  t.equal((await post('/auth/v1/magiclink', { email })).status, 200);
+  t.equal((await post('/auth/v1/recover', { email })).status, 200);
+  t.equal((await post('/auth/v1/user', { password: 'another password' }, access_token)).status, 200);
+  const emailLines = () => out.split('\n').filter((l) => l.startsWith('{') && l.includes('"email":'));
+  const notSent = () => emailLines().filter((l) => l.includes('email not sent: SMTP_URL is unset'));
+  await until(async () => emailLines().length >= 3 && (await pendingMailJobs(db.sql)) === 0, 'three emails handled');
+
+  const kinds = notSent().map((l) => (JSON.parse(l) as { email: { kind: string; to: string } }).email);
+  t.same(kinds.map((k) => k.kind).sort(), ['account_changed', 'magic_link', 'recovery'], 'each email is logged as not sent');
+  t.ok(kinds.every((k) => k.to === email), 'with its recipient');
+  t.notMatch(out, /token=|magiclink\/verify|reset-password/, 'and no link, token or body anywhere in the log');
+  const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from auth_private.one_time_tokens
+    where user_id = ${(JSON.parse(Buffer.from(access_token.split('.')[1], 'base64url').toString()) as { sub: string }).sub}`;
+  t.equal(n, 2, 'the two tokens were issued all the same');
+});
+
+t.test('a real plinth in development mode (no JWT_SECRET): the whole email is logged', async (t) => {
+  const { log, lines } = captureLogger('info');
+  const app = await startAuthApp(t, { env: { JWT_SECRET: undefined }, log });
+  t.equal(app.config.devMode, true);
+  const email = uniqueEmail('dev-log');
+  await app.call('POST', '/auth/v1/signup', { body: { email, password: PASSWORD } });
+  t.equal((await app.call('POST', '/auth/v1/magiclink', { body: { email } })).status, 200);
+  await until(() => lines.some((l) => l.msg === 'email (SMTP_URL unset, not sent)'), 'the email in the log');
+  const line = lines.find((l) => l.msg === 'email (SMTP_URL unset, not sent)') as { email: { to: string; body: string } };
+  t.equal(line.email.to, email);
+  const [link] = linksOf(line.email.body);
+  t.match(link, /\/auth\/v1\/magiclink\/verify\?token=/, 'with its link, for the developer to open');
+  const u = new URL(link);
+  t.equal((await app.call('GET', u.pathname + u.search)).status, 302, 'and the link works');
 });
 
 t.test('smtp:// with credentials: STARTTLS when offered, then AUTH', async (t) => {

@@ -1,7 +1,8 @@
 /**
  * Password recovery (interface §3.3, contract §4) with a real SMTP receiver: the same
  * answer for known and unknown addresses, the recovery link under SITE_URL, the token
- * used once, expired tokens, and the password rules of recover/confirm.
+ * used once, expired tokens, the password rules of recover/confirm, and that using one
+ * recovery or magic-link token spends the user's others.
  */
 import t from 'tap';
 import { PASSWORD, linksOf, refresh, signIn, signUp, startAuthApp, startSmtp, tokenOfLink, uniqueEmail } from './helpers.ts';
@@ -109,6 +110,36 @@ t.test('password recovery', async (t) => {
       t.equal(r.status, 400);
       t.same(r.body, { error: 'invalid request body' });
     }
+  });
+
+  t.test('using a recovery or magic-link token spends the user\'s other ones', async (t) => {
+    const magicToken = async (email: string) => {
+      t.equal((await app.call('POST', '/auth/v1/magiclink', { body: { email } })).status, 200);
+      return tokenOfLink(linksOf((await smtp.next(email)).text)[0]);
+    };
+    const { email } = await signUp(app);
+    const firstRecovery = await recoveryToken(email);
+    const magic = await magicToken(email);
+    const secondRecovery = await recoveryToken(email);
+    const used = await app.call('POST', '/auth/v1/recover/confirm', { body: { token: secondRecovery, password: NEW_PASSWORD } });
+    t.equal(used.status, 200, 'the latest recovery link is used');
+    const older = await app.call('POST', '/auth/v1/recover/confirm', { body: { token: firstRecovery, password: 'the attacker\'s choice' } });
+    t.equal(older.status, 400, 'an older recovery link is spent');
+    t.same(older.body, { error: 'invalid or expired token' });
+    const link = await app.call('GET', `/auth/v1/magiclink/verify?token=${encodeURIComponent(magic)}`);
+    t.equal(link.status, 400, 'so is the outstanding magic link');
+    t.same(link.body, { error: 'invalid or expired token' });
+    t.equal((await signIn(app, email, NEW_PASSWORD)).status, 200, 'the password set with the used link stands');
+
+    const { email: other } = await signUp(app);
+    const one = await magicToken(other);
+    const two = await magicToken(other);
+    const recovery = await recoveryToken(other);
+    t.equal((await app.call('GET', `/auth/v1/magiclink/verify?token=${encodeURIComponent(two)}`)).status, 302, 'a magic link is used');
+    t.equal((await app.call('GET', `/auth/v1/magiclink/verify?token=${encodeURIComponent(one)}`)).status, 400, 'the other magic link is spent');
+    const late = await app.call('POST', '/auth/v1/recover/confirm', { body: { token: recovery, password: 'the attacker\'s choice' } });
+    t.equal(late.status, 400, 'and the recovery link');
+    t.equal((await signIn(app, other, 'the attacker\'s choice')).status, 401, 'which set nothing');
   });
 
   t.test('recovery links of a changed address stop working', async (t) => {

@@ -1,9 +1,12 @@
 /**
  * POST /auth/v1/token (both grants) and the refresh-token state table (interface §3.1):
  * rotation, reuse detection revoking the family, expiry, logout, admin delete; that
- * refresh answers a full Session keeping session_id; and the §7.1 messages of sign-in.
+ * refresh answers a full Session keeping session_id; the §7.1 messages of sign-in; and
+ * that a user token without exp is refused.
  */
 import t from 'tap';
+import { SignJWT } from 'jose';
+import { TEST_JWT_SECRET } from '../helpers/app.ts';
 import { PASSWORD, jwtPayload, refresh, signIn, signUp, sleep, startAuthApp, uniqueEmail } from './helpers.ts';
 
 const REUSE = 'refresh token reuse detected — please log in again';
@@ -218,4 +221,29 @@ t.test('concurrent refreshes of one token over HTTP: exactly one succeeds', asyn
     t.equal(r.status, 401);
     t.ok(r.body.error === REUSE || r.body.error === 'invalid refresh token', r.body.error);
   }
+});
+
+t.test('a user token without exp is refused: 401 invalid or expired token', async (t) => {
+  const app = await startAuthApp(t, { worker: false });
+  const { session } = await signUp(app);
+  const claims = jwtPayload(session.access_token);
+  const key = new TextEncoder().encode(TEST_JWT_SECRET);
+  // The claims of a real access token, signed with the real secret, without exp.
+  const { exp: _exp, ...forever } = claims;
+  const noExp = await new SignJWT(forever).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(key);
+  const withExp = await new SignJWT(forever)
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setExpirationTime(Math.floor(Date.now() / 1000) + 600)
+    .sign(key);
+  t.equal((await app.call('GET', '/auth/v1/user', { token: withExp })).status, 200, 'the same claims with exp are accepted');
+  for (const [path, method] of [['/auth/v1/user', 'GET'], ['/auth/v1/user', 'PATCH'], ['/rest/v1/rls-debug', 'GET']] as const) {
+    const r = await app.call(method, path, { token: noExp, ...(method === 'PATCH' ? { body: { data: { x: 1 } } } : {}) });
+    t.equal(r.status, 401, `${method} ${path}`);
+    t.same(r.body, { error: 'invalid or expired token' }, `${method} ${path}`);
+  }
+  // The anon and service-role keys carry exp (derived keys: ten years); a key given in
+  // ANON_KEY without exp is the operator's choice and still verifies: the rule is for tokens with sub.
+  t.ok(typeof jwtPayload(app.anonKey).exp === 'number' && typeof jwtPayload(app.serviceKey).exp === 'number', 'the derived keys carry exp');
+  const roleOnly = await new SignJWT({ role: 'anon' }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(key);
+  t.equal((await app.call('GET', '/rest/v1/rls-debug', { token: roleOnly })).status, 200, 'a role-only key without exp still verifies');
 });

@@ -1,6 +1,6 @@
 -- Accounts: signup, sign-in lookup, the user's own record, guests, admin, rate limits.
 begin;
-select plan(49);
+select plan(68);
 
 -- the table
 select has_table('auth', 'users', 'auth.users exists');
@@ -30,14 +30,14 @@ select is((select password_hash from auth.password_credentials('nobody@example.c
 create temp table alice as select (user_json ->> 'id')::uuid as id from a;
 select is((select status from auth.get_user((select id from alice))), 'ok', 'get_user: ok');
 select is((select status from auth.get_user('00000000-0000-4000-8000-00000000dead')), 'not_found', 'get_user: not_found');
-select is((select user_json -> 'user_metadata' from auth.update_user((select id from alice), null, null, '{"plan": null, "theme": "dark"}')),
+select is((select user_json -> 'user_metadata' from auth.update_user((select id from alice), null, null, '{"plan": null, "theme": "dark"}', null)),
   '{"theme": "dark"}'::jsonb, 'update_user: metadata merged, null removes a key');
 select is((select status from auth.sign_up('bob@example.com', 'hash-b', null, null, null, sha256('b-r1'), 3600)), 'ok', 'bob signs up');
-select is((select status from auth.update_user((select id from alice), 'BOB@example.com', 'never', null)), 'email_taken', 'update_user: email_taken');
+select is((select status from auth.update_user((select id from alice), 'BOB@example.com', 'never', null, null)), 'email_taken', 'update_user: email_taken');
 select is((select hash from auth_private.passwords where user_id = (select id from alice)), 'hash-a', 'nothing changed on email_taken');
-select is((select user_json ->> 'email' from auth.update_user((select id from alice), 'Alice2@Example.com', 'hash-a2', null)), 'alice2@example.com', 'update_user: new email');
+select is((select user_json ->> 'email' from auth.update_user((select id from alice), 'Alice2@Example.com', 'hash-a2', null, null)), 'alice2@example.com', 'update_user: new email');
 select is((select password_hash from auth.password_credentials('alice2@example.com')), 'hash-a2', 'update_user: new password hash');
-select is((select status from auth.update_user('00000000-0000-4000-8000-00000000dead', 'x@example.com', null, null)), 'not_found', 'update_user: not_found');
+select is((select status from auth.update_user('00000000-0000-4000-8000-00000000dead', 'x@example.com', null, null, null)), 'not_found', 'update_user: not_found');
 select is(auth.rehash_password((select id from alice), 'hash-a2', 'hash-a3'), 'ok', 'rehash_password: ok');
 select is(auth.rehash_password((select id from alice), 'hash-a2', 'hash-a4'), 'not_found', 'rehash_password: not when the hash changed meanwhile');
 
@@ -60,6 +60,42 @@ select is((select array(select json_object_keys(auth.list_users()::json -> 0))),
 select is(auth.delete_user((select id from alice)), 'ok', 'delete_user: ok');
 select is(auth.delete_user((select id from alice)), 'not_found', 'delete_user: not_found');
 select is((select count(*)::int from auth_private.passwords where user_id = (select id from alice)), 0, 'the password went with the user');
+
+-- update_user: an email or password change ends the other sessions, tells the former
+-- address, and a new address is not proven
+create temp view notices as
+  select j.payload::jsonb as payload from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+  where t.identifier = 'auth__send_email' and j.payload ->> 'kind' = 'account_changed';
+delete from graphile_worker._private_jobs; -- alice's notices above
+create temp table dan as select (user_json ->> 'id')::uuid as id, session_id from auth.sign_up('dan@example.com', 'hash-d', null, null, null, sha256('d-r1'), 3600);
+select is((select status from auth.start_session((select id from dan), sha256('d-r2'), 3600)), 'ok', 'dan has a second session');
+insert into auth_private.proven_emails (user_id, email, proof) select id, 'dan@example.com', 'magic_link' from dan;
+select is((select status from auth.update_user((select id from dan), null, null, '{"a": 1}', (select session_id from dan))), 'ok', 'a metadata change');
+select is((select count(*)::int from auth_private.sessions where user_id = (select id from dan) and revoked_at is null), 2, 'ends no session');
+select is((select count(*)::int from notices), 0, 'and tells nobody');
+select is((select status from auth.update_user((select id from dan), 'DAN@example.com', null, null, (select session_id from dan))), 'ok', 'the same address in another case');
+select is((select count(*)::int from notices), 0, 'is no change');
+select is((select count(*)::int from auth_private.proven_emails where user_id = (select id from dan)), 1, 'and keeps the proof');
+
+select is((select status from auth.update_user((select id from dan), 'Dan.New@example.com', null, null, (select session_id from dan))), 'ok', 'an email change');
+select is((select count(*)::int from auth_private.proven_emails where user_id = (select id from dan)), 0, 'the new address is not proven');
+select is((select status from auth.rotate_refresh_token(sha256('d-r2'), sha256('d-r3'), 3600)), 'revoked', 'the other session ends');
+select is((select revoked_reason from auth_private.sessions where user_id = (select id from dan) and revoked_at is not null), 'account_changed', 'as account_changed');
+select is((select status from auth.rotate_refresh_token(sha256('d-r1'), sha256('d-r4'), 3600)), 'ok', 'the caller''s session stays');
+select is((select payload from notices),
+  '{"kind": "account_changed", "to": "dan@example.com", "email_changed": true, "password_changed": false, "new_email": "dan.new@example.com"}'::jsonb,
+  'the former address is told, with no token');
+
+select is((select status from auth.start_session((select id from dan), sha256('d-r5'), 3600)), 'ok', 'another session');
+select is((select status from auth.update_user((select id from dan), null, 'hash-d2', null, null)), 'ok', 'a password change from a token without a session');
+select is((select count(*)::int from auth_private.sessions where user_id = (select id from dan) and revoked_at is null), 0, 'ends every session');
+select is((select payload from notices where payload ->> 'to' = 'dan.new@example.com'),
+  '{"kind": "account_changed", "to": "dan.new@example.com", "email_changed": false, "password_changed": true, "new_email": null}'::jsonb,
+  'the address is told of the password change');
+
+create temp table guest as select (user_json ->> 'id')::uuid as id from auth.sign_in_anonymously('anonymous', null, sha256('guest-r1'), 3600);
+select is((select status from auth.update_user((select id from guest), 'was-guest@example.com', 'hash-g', null, null)), 'ok', 'a guest gets an address and a password');
+select is((select count(*)::int from notices where payload ->> 'new_email' = 'was-guest@example.com'), 0, 'it had no address to tell');
 
 -- rate limits: ok until the limit, then limited (not counted); per bucket and ip
 select is(array[auth.take_rate_limit('auth', '10.0.0.1', 2, 60), auth.take_rate_limit('auth', '10.0.0.1', 2, 60), auth.take_rate_limit('auth', '10.0.0.1', 2, 60)],

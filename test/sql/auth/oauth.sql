@@ -1,6 +1,6 @@
 -- OAuth sign-in (issue 7): the state machine of auth_private.oauth_states and the link rules of auth.oauth_sign_in.
 begin;
-select plan(49);
+select plan(62);
 
 -- ── state: issued → used | expired; unknown is invalid ─────────────────────────────────
 select lives_ok(
@@ -105,17 +105,50 @@ select throws_ok(
 
 -- ── linking to email/password accounts ───────────────────────────────────────────────
 insert into auth.users (id, email, providers, email_confirmed_at, user_metadata)
-  values ('00000000-0000-0000-0000-0000000000c1', 'confirmed@example.com', '{email}', now() - interval '1 day', '{"name": "C"}');
+  values ('00000000-0000-0000-0000-0000000000c1', 'proven@example.com', '{email}', now() - interval '1 day', '{"name": "C"}');
 insert into auth_private.passwords (user_id, hash) values ('00000000-0000-0000-0000-0000000000c1', 'argon2-hash-c1');
+insert into auth_private.proven_emails (user_id, email, proof) values ('00000000-0000-0000-0000-0000000000c1', 'proven@example.com', 'magic_link');
+select is((select status from auth.start_session('00000000-0000-0000-0000-0000000000c1', sha256('c1-s'), 3600)), 'ok', 'the proven account has a session');
 select results_eq(
-  $$select status, (user_json ->> 'id')::uuid from auth.oauth_sign_in('apple', 'confirmed@example.com', true, sha256('rt-8'), 3600)$$,
+  $$select status, (user_json ->> 'id')::uuid from auth.oauth_sign_in('apple', 'proven@example.com', true, sha256('rt-8'), 3600)$$,
   $$values ('ok'::text, '00000000-0000-0000-0000-0000000000c1'::uuid)$$,
-  'a verified email links to the confirmed password account');
+  'a verified email links to the password account of a proven address');
 select results_eq(
   $$select provider, providers, user_metadata from auth.users where id = '00000000-0000-0000-0000-0000000000c1'$$,
   $$values ('apple'::text, '{email,apple}'::text[], '{"name": "C"}'::jsonb)$$,
   'providers keeps email and gains apple; metadata is kept');
-select is((select hash from auth_private.passwords where user_id = '00000000-0000-0000-0000-0000000000c1'), 'argon2-hash-c1', 'the password of a confirmed account is kept');
+select is((select hash from auth_private.passwords where user_id = '00000000-0000-0000-0000-0000000000c1'), 'argon2-hash-c1', 'the password of a proven account is kept');
+select is((select status from auth.rotate_refresh_token(sha256('c1-s'), sha256('c1-s2'), 3600)), 'ok', 'and its sessions');
+
+-- confirmed (auto-confirmed sign-up, the default) is not proven: someone may have signed up first
+create temp table squat as select * from auth.sign_up('Confirmed@Example.com', 'argon2-hash-c3', '{"planted": true}', null, null, sha256('c3-s'), 3600);
+select ok((select email_confirmed_at is not null from auth.users where email = 'confirmed@example.com'), 'the squatter''s sign-up is confirmed at once');
+select results_eq(
+  $$select status, (user_json ->> 'id')::uuid from auth.oauth_sign_in('google', 'confirmed@example.com', true, sha256('rt-c3'), 3600)$$,
+  $$select 'ok'::text, (user_json ->> 'id')::uuid from squat$$,
+  'the owner''s verified sign-in links to that account');
+select results_eq(
+  $$select user_metadata, (select count(*)::int from auth_private.passwords p where p.user_id = u.id) from auth.users u where email = 'confirmed@example.com'$$,
+  $$values ('{}'::jsonb, 0)$$,
+  'the password and metadata set before the address was proven are removed');
+select is((select status from auth.rotate_refresh_token(sha256('c3-s'), sha256('c3-s2'), 3600)), 'revoked', 'the squatter''s session is revoked');
+select is((select status from auth.rotate_refresh_token(sha256('rt-c3'), sha256('rt-c3b'), 3600)), 'ok', 'the owner''s session lives');
+select is((select proof from auth_private.proven_emails p join auth.users u on u.id = p.user_id where u.email = 'confirmed@example.com'), 'oauth', 'the address is proven');
+
+-- moved there by a PATCH: the proof of the account's former address does not count
+create temp table mover as select * from auth.sign_up('mover@example.com', 'argon2-hash-mv', '{"planted": true}', null, null, sha256('mv-s'), 3600);
+insert into auth_private.proven_emails (user_id, email, proof) select (user_json ->> 'id')::uuid, 'mover@example.com', 'magic_link' from mover;
+select is((select status from auth.update_user((select (user_json ->> 'id')::uuid from mover), 'target@example.com', null, null, null)), 'ok', 'the mover takes the target''s address');
+select is((select count(*)::int from auth.oauth_sign_in('github', 'target@example.com', true, sha256('rt-mv'), 3600) where status = 'ok'), 1, 'the target signs in with a verified address');
+select results_eq(
+  $$select user_metadata, (select count(*)::int from auth_private.passwords p where p.user_id = u.id) from auth.users u where email = 'target@example.com'$$,
+  $$values ('{}'::jsonb, 0)$$,
+  'the mover''s password and metadata are gone');
+select is((select count(*)::int from auth_private.sessions s join auth.users u on u.id = s.user_id where u.email = 'target@example.com' and s.revoked_at is null), 1,
+  'only the target''s session is left');
+
+-- a new account is proven at once
+select is((select proof from auth_private.proven_emails p join auth.users u on u.id = p.user_id where u.email = 'new.user@example.com'), 'oauth', 'an account made by OAuth is proven');
 
 insert into auth.users (id, email, providers, email_confirmed_at, user_metadata)
   values ('00000000-0000-0000-0000-0000000000c2', 'pending@example.com', '{email}', null, '{"planted": true}');
