@@ -11,6 +11,7 @@
  *
  * Verified tokens are cached (bounded) so the hot path verifies each token once.
  */
+import { setRequestRole } from './request-role.ts';
 import { jwtVerify, errors as joseErrors } from 'jose';
 import type { FastifyRequest } from 'fastify';
 import type { RuntimeConfig } from './config.ts';
@@ -121,7 +122,16 @@ export class Credentials {
   /** REST, RPC, batch, storage and functions: a credential, or anon in development mode. */
   api(req: FastifyRequest): Credential | Promise<Credential> {
     const cred = this.#fromHeaders(req.headers);
-    return cred instanceof Promise ? cred : this.#orAnonymous(cred);
+    if (cred instanceof Promise) {
+      return cred.then((c) => {
+        const r = this.#orAnonymous(c);
+        setRequestRole(req.raw, r.role);
+        return r;
+      });
+    }
+    const r = this.#orAnonymous(cred);
+    setRequestRole(req.raw, r.role);
+    return r;
   }
 
   #orAnonymous(cred: Credential | null): Credential {

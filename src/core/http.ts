@@ -10,6 +10,7 @@ import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyError, type FastifyBaseLogger } from 'fastify';
 import type { RuntimeConfig, TrustProxy } from './config.ts';
 import { lazyChildLogger, type Logger } from './log.ts';
+import { requestRole } from './request-role.ts';
 import { AppError, ERRORS, isConnectionError, pgErrorToAppError } from './errors.ts';
 
 const CORS_METHODS = 'GET, POST, PATCH, DELETE, OPTIONS';
@@ -279,6 +280,41 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   return app;
 }
 
+/** The privilege a REST method needs on a table. */
+const PRIVILEGE: Record<string, string> = { GET: 'select', HEAD: 'select', POST: 'insert', PATCH: 'update', PUT: 'update', DELETE: 'delete' };
+
+/**
+ * For the log line of a refused request (never the body, which keeps the interface's
+ * message): which table or function, which role, and the statement that would allow it.
+ */
+export function refusalHint(req: FastifyRequest, appErr: AppError): Record<string, string> {
+  const cause = appErr.cause as { code?: unknown; message?: unknown; table_name?: unknown } | undefined;
+  if (!cause || cause.code !== '42501' || typeof cause.message !== 'string') return {};
+  const role = requestRole(req.raw) ?? 'the calling role';
+  const m = /^permission denied for (table|view|materialized view|function|procedure|sequence|schema) (.+)$/.exec(cause.message);
+  if (m) {
+    const [, kind, name] = m;
+    const qualified = kind === 'schema' || name.includes('.') ? name : `public.${name}`;
+    if (kind === 'function' || kind === 'procedure') return { function: qualified, role, fix: `grant execute on function ${qualified} to ${role};` };
+    if (kind === 'sequence') return { sequence: qualified, role, fix: `grant usage on sequence ${qualified} to ${role};` };
+    if (kind === 'schema') return { schema: name, role, fix: `grant usage on schema ${name} to ${role};` };
+    const rpc = (req.routeOptions.url ?? '').includes('/rpc/');
+    const privilege = rpc ? 'select' : (PRIVILEGE[req.method] ?? 'select');
+    return { table: qualified, role, fix: `grant ${privilege} on ${qualified} to ${role};` };
+  }
+  const rls = /^new row violates row-level security policy (?:for|\(USING expression\) for) table "(.+)"$/.exec(cause.message);
+  if (rls) {
+    const table = `public.${rls[1]}`;
+    const command = req.method === 'POST' ? 'insert' : 'update';
+    return {
+      table,
+      role,
+      fix: `a row-level security policy must allow it: create policy … on ${table} for ${command} to ${role} with check (…);`,
+    };
+  }
+  return { role };
+}
+
 /**
  * One line per error. Client errors (4xx) at info, 503 at warn, without a stack: a client
  * cannot flood the log with traces. A database error (raised exception, lost connection)
@@ -289,7 +325,7 @@ function logError(req: FastifyRequest, reply: FastifyReply, appErr: AppError, er
   const route = req.routeOptions.url;
   const base = { status: appErr.status, method: req.method, route, ...appErr.internal };
   if (appErr.status < 500) {
-    req.log.info(base, appErr.publicMessage);
+    req.log.info({ ...base, ...refusalHint(req, appErr) }, appErr.publicMessage);
     return;
   }
   const cause = (appErr.cause ?? err) as { code?: unknown; message?: unknown } | null;

@@ -79,7 +79,7 @@ export const MSG = {
 export const REST_ERRORS = {
   relationNotFound: () => new AppError(404, MSG.relationNotFound),
   functionNotFound: () => new AppError(404, MSG.functionNotFound),
-  unknownColumn: () => new AppError(400, MSG.unknownColumn),
+  unknownColumn: (column?: string, relation?: string) => new AppError(400, MSG.unknownColumn, { internal: { column, relation } }),
   invalidEmbed: () => new AppError(400, INVALID_EMBED),
   /** Several relationships fit an embed: the message names the hints that pick one. */
   ambiguousEmbed: (from: string, name: string, hints: readonly string[]) =>
@@ -163,7 +163,7 @@ const JSON_JSONB: Column = { ...JSON_TEXT, type: 'jsonb', cast: 'pg_catalog.json
 
 function column(rel: Relation, name: string): Column {
   const col = rel.columns.get(name);
-  if (col === undefined) throw REST_ERRORS.unknownColumn();
+  if (col === undefined) throw REST_ERRORS.unknownColumn(name, rel.name);
   return col;
 }
 
