@@ -56,6 +56,10 @@ t.test('the token in Sec-WebSocket-Protocol, not in the URL', async (t) => {
   t.equal(c.upgradeHeaders['sec-websocket-protocol'], 'plinth', 'only plinth is echoed, never the token');
   t.ok(await served(c, 'hello'), 'and served');
   c.ws.terminate();
+  const [plinth, entry] = bearer(await user());
+  const reversed = await open(app, '/ws/notes', { protocols: [entry, plinth] });
+  t.equal(reversed.upgradeHeaders['sec-websocket-protocol'], 'plinth', 'plinth is echoed even when the token entry is offered first');
+  reversed.ws.terminate();
 
   const anon = await open(app, '/ws/notes', { protocols: bearer(app.anonKey) });
   t.equal((await anon.next()).type, 'subscribed', 'the anon key in the subprotocol');
