@@ -76,7 +76,7 @@ function banner(url: string, embeddedUrl: string | null): string[] {
       : [
           `ANON_KEY sha256:${fingerprint(config.anonKey)}`,
           `SERVICE_ROLE_KEY sha256:${fingerprint(config.serviceRoleKey)}`,
-          `(keys are printed only at the embedded development start; compare yours with: printf %s "$KEY" | sha256sum | cut -c1-8)`,
+          `(keys are not printed when DATABASE_URL is set; compare yours with: printf %s "$KEY" | sha256sum | cut -c1-8)`,
         ];
   return [
     `plinth listening on ${url}`,
