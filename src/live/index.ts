@@ -302,7 +302,8 @@ export class LiveService {
     // The socket lives as long as its credential: closed with 4001 at `exp`.
     let current = cred;
     let expiry: NodeJS.Timeout | null = null;
-    let authSeq = 0;
+    let authRunning = false;
+    let authPending: string | null = null;
     const arm = () => {
       if (expiry !== null) clearTimeout(expiry);
       expiry = null;
@@ -316,17 +317,34 @@ export class LiveService {
       expiry.unref();
     };
     arm();
+    // One auth message is checked at a time (each costs a database round trip); of those
+    // that arrive meanwhile only the latest is checked next, and a verdict is dropped when
+    // a later message arrived while it was reached.
     const reauthenticate = async (token: string) => {
-      const seq = ++authSeq;
-      const next = await this.reauthenticate(channel, current, token);
-      if (seq !== authSeq || ws.readyState !== ws.OPEN) return; // a later auth message decides
-      if (next === 'unavailable') return; // the database is away: the current deadline stands
-      if (next === null) {
-        ws.close(CLOSE_TOKEN_EXPIRED, 'invalid token');
+      if (authRunning) {
+        authPending = token;
         return;
       }
-      current = next;
-      arm();
+      authRunning = true;
+      try {
+        for (let next: string | null = token; next !== null; next = authPending) {
+          authPending = null;
+          const verdict = await this.reauthenticate(channel, current, next);
+          if (ws.readyState !== ws.OPEN) return;
+          if (authPending !== null) continue; // a later message decides
+          if (verdict === null) {
+            ws.close(CLOSE_TOKEN_EXPIRED, 'invalid token');
+            return;
+          }
+          // 'unavailable' (the database is away): the current deadline stands.
+          if (verdict !== 'unavailable') {
+            current = verdict;
+            arm();
+          }
+        }
+      } finally {
+        authRunning = false;
+      }
     };
     ws.on('pong', () => {
       client.alive = true;

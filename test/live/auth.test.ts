@@ -119,6 +119,15 @@ t.test('a socket closes with 4001 when its token expires', async (t) => {
     t.same(await within(s.closed), { code: 4001, reason: 'invalid token' }, `an auth message with ${what}: 4001`);
   }
 
+  // A burst of auth messages is checked one at a time (at most one database round trip per socket).
+  const burst = await open(app, '/ws/notes', { protocols: bearer(await user()) });
+  t.equal((await burst.next()).type, 'subscribed');
+  const fresh = await user(3600);
+  for (let i = 0; i < 200; i++) burst.send({ type: 'auth', token: fresh });
+  t.ok(await served(burst, 'after the burst'), 'a burst of good tokens leaves the socket open');
+  for (let i = 0; i < 50; i++) burst.send({ type: 'auth', token: i === 49 ? 'not-a-jwt' : fresh });
+  t.same(await within(burst.closed), { code: 4001, reason: 'invalid token' }, 'one ending with a bad token closes it');
+
   // The audience is checked again with the new claims.
   const red = await open(app, '/ws/team_notes', { protocols: bearer(await user(3600, { app_metadata: { team: 'red' } })) });
   t.equal((await red.next()).type, 'subscribed');
