@@ -1,7 +1,9 @@
 /**
  * `npm run build:client`: the client library (src/client) as one ES module for browsers,
- * dist/client.js (minified, @supabase/postgrest-js included), with its declarations
- * (dist/client.d.ts over dist/types/), and its size minified and gzipped.
+ * packages/client/dist/client.js (minified, @supabase/postgrest-js included), with its
+ * declarations (dist/client.d.ts over dist/types/), and its size minified and gzipped.
+ * packages/client is the package an application installs (`@plinth/client`): from the
+ * folder, or from the tarball `npm pack ./packages/client` writes.
  */
 import { build, type BuildOptions } from 'esbuild';
 import { execFileSync } from 'node:child_process';
@@ -12,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const DIST = join(ROOT, 'dist');
+const DIST = join(ROOT, 'packages/client/dist');
 
 const ESBUILD_OPTIONS: BuildOptions = {
   entryPoints: [join(ROOT, 'src/client/index.ts')],
@@ -47,7 +49,7 @@ export async function buildClient(opts: { quiet?: boolean; outDir?: string } = {
   const code = readFileSync(file);
   const gzip = gzipSync(code, { level: 9 }).length;
   if (!opts.quiet) {
-    console.log(`dist/client.js: ${(code.length / 1024).toFixed(1)} kB minified, ${(gzip / 1024).toFixed(1)} kB minified+gzipped (goal ≤ 25 kB)`);
+    console.log(`packages/client/dist/client.js: ${(code.length / 1024).toFixed(1)} kB minified, ${(gzip / 1024).toFixed(1)} kB minified+gzipped (goal ≤ 25 kB)`);
   }
   return { file, bytes: code.length, gzip };
 }

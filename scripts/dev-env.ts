@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { parseConfig } from '../src/core/config.ts';
-import { createLogger } from '../src/core/log.ts';
+import pino from 'pino';
 
 export interface DevDatabases {
   url: string;
@@ -31,6 +31,11 @@ function withDatabase(url: string, name: string): string {
 }
 
 export async function devDatabases(): Promise<DevDatabases> {
+  if (!process.env.DATABASE_URL) {
+    // As npm start does: as root in a folder the postgres user cannot enter, the data lives elsewhere.
+    const moved = (await import('../src/core/embedded.ts')).rootDataDir(process.env);
+    if (moved) process.env.DATA_DIR = moved;
+  }
   const config = parseConfig(process.env);
   let url = config.databaseUrl;
   let stop = async () => {};
@@ -41,7 +46,8 @@ export async function devDatabases(): Promise<DevDatabases> {
       url = `postgres://postgres:${encodeURIComponent(stored.password)}@127.0.0.1:${stored.port}/plinth`;
     } else {
       const { startEmbedded } = await import('../src/core/embedded.ts');
-      const embedded = await startEmbedded(config.dataDir, createLogger(config.logLevel));
+      // Its lines go to stderr: stdout is the command's own output (`npm run -s gen:types > types.ts`).
+      const embedded = await startEmbedded(config.dataDir, pino({ level: config.logLevel, base: undefined }, pino.destination(2)));
       url = embedded.url;
       stop = embedded.stop;
     }

@@ -1,10 +1,13 @@
 /**
- * `npm run dev`: the developer loop. Starts (or reuses) the database once, then runs
- * `graphile-migrate watch` (re-applies sql/current.sql on every save) beside the service
+ * `npm run dev`: the developer loop. Starts (or reuses) the database once, applies every
+ * chain's committed migrations, then runs graphile-migrate's watch on the application's
+ * chain (re-applies MIGRATIONS_DIR/current.sql on every save) beside the service
  * restarting on change (`node --watch`, MIGRATE_ON_START=false), with the runtime flags of
  * `npm start`. Ctrl-C stops all.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { watch } from 'graphile-migrate';
+import { appFolder, chainSettings } from './chains.ts';
 import { devDatabases } from './dev-env.ts';
 import { loadConfig } from '../src/core/config.ts';
 import { createLogger } from '../src/core/log.ts';
@@ -17,6 +20,7 @@ const config = await loadConfig(process.env);
 await runAllMigrations(dbs.url, config.anonymousRole, createLogger(config.logLevel), {
   secret: config.secret,
   requestPassword: config.dbRequestPassword,
+  appFolder: appFolder(),
 });
 const env = {
   ...process.env,
@@ -25,15 +29,19 @@ const env = {
   ROOT_DATABASE_URL: dbs.rootUrl,
   MIGRATE_ON_START: 'false',
 };
-process.stdout.write(`DATABASE_URL=${dbs.url}\n`);
+process.stdout.write(`DATABASE_URL=${dbs.url}\nwatching ${config.migrationsDir}/current.sql\n`);
 // The service prints only fingerprints when DATABASE_URL is set, as it is here; the
 // developer loop on the embedded database is a development start, so the keys are shown.
 if (config.databaseUrl === null) process.stdout.write(`ANON_KEY=${config.anonKey}\nSERVICE_ROLE_KEY=${config.serviceRoleKey}\n`);
 
 const children: ChildProcess[] = [
-  spawn('graphile-migrate', ['watch'], { stdio: 'inherit', env }),
   spawn(process.execPath, [...startFlags(), '--watch', '--watch-path=src', 'src/main.ts'], { stdio: 'inherit', env }),
 ];
+
+void watch(await chainSettings(dbs, false)).catch((err: unknown) => {
+  process.stderr.write(`migrations: ${err instanceof Error ? err.message : String(err)}\n`);
+  void stop();
+});
 
 let stopping = false;
 async function stop(): Promise<void> {

@@ -6,12 +6,29 @@
  * how many requests were cut); if closing still has not finished 5 s later, exit 1.
  */
 import { createHash } from 'node:crypto';
+import { createServer } from 'node:net';
 import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
 import { createLogger } from './core/log.ts';
 import { runAllMigrations } from './core/migrate.ts';
 import { checkDatabase } from './core/preflight.ts';
 import { startService, type Service } from './service.ts';
 import type { Embedded } from './core/embedded.ts';
+
+/** A start-up problem the operator must fix: one line, no stack. */
+class StartError extends Error {
+  override name = 'StartError';
+}
+
+/** The HTTP port, checked before anything starts (PostgreSQL, migrations, Deno). */
+async function portOrStop(config: RuntimeConfig): Promise<void> {
+  if (config.port === 0) return;
+  const free = await new Promise<boolean>((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(config.port, config.host, () => s.close(() => resolve(true)));
+  });
+  if (!free) throw new StartError(`port ${config.port} on ${config.host} is in use: stop what uses it, or set PORT`);
+}
 
 async function loadOrExit(): Promise<RuntimeConfig> {
   try {
@@ -25,6 +42,10 @@ async function loadOrExit(): Promise<RuntimeConfig> {
   }
 }
 
+// As root in a folder the postgres user cannot enter, the embedded database lives elsewhere.
+const embeddedModule = process.env.DATABASE_URL ? null : await import('./core/embedded.ts');
+const movedDataDir = embeddedModule?.rootDataDir(process.env) ?? null;
+if (movedDataDir) process.env.DATA_DIR = movedDataDir;
 const config = await loadOrExit();
 const log = createLogger(config.logLevel, { development: config.devMode });
 
@@ -91,20 +112,29 @@ process.on('SIGINT', () => void shutdown('SIGINT'));
 
 try {
   let databaseUrl = config.databaseUrl;
-  if (databaseUrl === null) {
-    const { startEmbedded } = await import('./core/embedded.ts');
+  if (databaseUrl === null && embeddedModule) {
+    // One start per data folder, and the HTTP port checked before PostgreSQL starts.
+    const { claimDataDir, runningStart, startEmbedded } = embeddedModule;
+    const running = runningStart(config.dataDir);
+    if (running) throw new StartError(`plinth already runs here on :${running.port} (pid ${running.pid})`);
+    if (movedDataDir) process.stdout.write(`data folder: ${movedDataDir} (the postgres system user cannot enter ${process.cwd()}; set DATA_DIR to choose)\n`);
+    await portOrStop(config);
     embedded = await startEmbedded(config.dataDir, log);
+    claimDataDir(config.dataDir, config.port);
     databaseUrl = embedded.url;
+  } else {
+    await portOrStop(config);
   }
+  if (databaseUrl === null) throw new Error('no database');
   if (config.migrateOnStart) {
-    await runAllMigrations(databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword });
+    await runAllMigrations(databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
   }
   await checkDatabase(databaseUrl, config.anonymousRole);
   service = await startService(config, log, { databaseUrl });
   process.stdout.write(banner(service.url, embedded ? databaseUrl : null).join('\n') + '\n');
 } catch (err) {
-  // A problem the operator must fix (EmbeddedError) is one line, without a stack.
-  if (!(err instanceof Error && err.name === 'EmbeddedError')) log.fatal({ err }, 'start failed');
+  // A problem the operator must fix (EmbeddedError, StartError) is one line, without a stack.
+  if (!(err instanceof Error && (err.name === 'EmbeddedError' || err.name === 'StartError'))) log.fatal({ err }, 'start failed');
   process.stderr.write(`start failed: ${err instanceof Error ? err.message : String(err)}\n`);
   await service?.close().catch(() => {});
   await embedded?.stop().catch(() => {});

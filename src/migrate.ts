@@ -6,6 +6,11 @@ import { ConfigError, loadConfig } from './core/config.ts';
 import { createLogger } from './core/log.ts';
 import { runAllMigrations } from './core/migrate.ts';
 
+// As npm start does: as root in a folder the postgres user cannot enter, the embedded data lives elsewhere.
+if (!process.env.DATABASE_URL) {
+  const moved = (await import('./core/embedded.ts')).rootDataDir(process.env);
+  if (moved) process.env.DATA_DIR = moved;
+}
 let config;
 try {
   config = await loadConfig(process.env);
@@ -26,7 +31,7 @@ try {
     stop = embedded.stop;
     url = embedded.url;
   }
-  await runAllMigrations(url, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword });
+  await runAllMigrations(url, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
   process.stdout.write('migrations are up to date\n');
   await stop();
 } catch (err) {

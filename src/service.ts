@@ -21,10 +21,11 @@ import { webhooksArea } from './webhooks/index.ts';
 import { functionsArea } from './functions/index.ts';
 import { liveArea } from './live/index.ts';
 import { storageArea } from './storage/index.ts';
+import { siteArea } from './site/index.ts';
 
 export type { Area, Deps };
 
-export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea, liveArea, storageArea];
+export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea, liveArea, storageArea, siteArea];
 
 export interface ServiceOptions {
   databaseUrl: string;

@@ -1,5 +1,5 @@
 /**
- * plinth/client: plinth from a browser (or any runtime with fetch). supabase-js's names and
+ * @plinth/client: plinth from a browser (or any runtime with fetch). supabase-js's names and
  * shapes where the interface allows (interface §5.9, §6.3); every method answers
  * `{data, error}` and never throws for an HTTP error.
  *

@@ -9,7 +9,8 @@
  * anything listens or migrates.
  */
 import { createHash, createPrivateKey, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync, existsSync, statSync } from 'node:fs';
+import { isIP, isIPv4, isIPv6 } from 'node:net';
 import { join, resolve } from 'node:path';
 import { SignJWT, jwtVerify } from 'jose';
 
@@ -66,6 +67,10 @@ export interface Config {
   oauth: Readonly<Partial<Record<OAuthProviderName, OAuthProviderConfig>>>;
   databaseUrl: string | null;
   dataDir: string;
+  /** MIGRATIONS_DIR: the application's own graphile-migrate folder (committed/, current.sql), applied after plinth's. */
+  migrationsDir: string;
+  /** PUBLIC_DIR: the application's front end, served at `/` (default ./public when it exists); null: none. */
+  publicDir: string | null;
   host: string;
   port: number;
   migrateOnStart: boolean;
@@ -74,13 +79,20 @@ export interface Config {
   apiExternalUrl: string;
   smtpUrl: string | null;
   mailFrom: string;
-  trustProxy: boolean;
+  /** TRUST_PROXY: which X-Forwarded-For hops are proxies of this deployment (see TrustProxy). */
+  trustProxy: TrustProxy;
   edgeRuntimeUrl: string | null;
   functionsDir: string;
   /** A call to a deno function that gets no answer (or no further bytes) for this long: 504. */
   functionsTimeoutMs: number;
   /** FUNCTIONS_ENV: the variables the bundled Deno runtime may read, with their values here (null: unset). */
   functionsEnv: Readonly<Record<string, string | null>>;
+  /** FUNCTIONS_ALLOW_NET: Deno net entries the bundled runtime's functions may reach; null: any host (`*` in the list: any host too). */
+  functionsAllowNet: readonly string[] | null;
+  /** FUNCTIONS_DENY_NET: Deno net entries denied on top of the default denials. */
+  functionsDenyNet: readonly string[];
+  /** EDGE_RUNTIME_SECRET: sent to an external EDGE_RUNTIME_URL in `x-plinth-runtime-secret` (the bundled runtime gets a random one per start). */
+  edgeRuntimeSecret: string | null;
   webhookTimeoutMs: number;
   wsMaxConnections: number;
   wsMaxConnectionsPerIp: number;
@@ -99,6 +111,16 @@ export interface Config {
   /** DB_REQUEST_PASSWORD: the request login roles' password, managed by a DBA; null = derived from JWT_SECRET and set by the migrations step. */
   dbRequestPassword: string | null;
 }
+
+/**
+ * TRUST_PROXY, in the forms fastify's `trustProxy` takes: false (the socket's address is
+ * the client), true (every hop is trusted: the left-most X-Forwarded-For entry is the
+ * client), a number of proxies in front of plinth (the socket and the right-most n - 1
+ * entries are trusted), or the proxies' addresses and CIDR ranges (and proxy-addr's
+ * names `loopback`, `linklocal`, `uniquelocal`). The client is the right-most hop not
+ * trusted.
+ */
+export type TrustProxy = boolean | number | readonly string[];
 
 export interface S3Config {
   /** Unset: AWS's own endpoint for the region. */
@@ -141,6 +163,14 @@ type Env = Record<string, string | undefined>;
 
 const LOG_LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 const RESERVED_ROLES = new Set(['anon', 'authenticated', 'service_role']);
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
 
 function str(env: Env, name: string): string | undefined {
   const v = env[name];
@@ -248,6 +278,43 @@ function oauthProviders(env: Env): Partial<Record<OAuthProviderName, OAuthProvid
   return out;
 }
 
+const TRUST_PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+const MAX_PROXY_HOPS = 100;
+
+/** One entry of a TRUST_PROXY list: an IP address, an address/prefix, or a proxy-addr name. */
+function trustedProxyEntry(entry: string): boolean {
+  if (TRUST_PROXY_NAMES.has(entry)) return true;
+  const slash = entry.indexOf('/');
+  const addr = slash < 0 ? entry : entry.slice(0, slash);
+  // Zone ids (fe80::1%eth0) are left out: the address never carries one in X-Forwarded-For.
+  const kind = addr.includes('%') ? 0 : isIP(addr);
+  if (kind === 0) return false;
+  if (slash < 0) return true;
+  const prefix = entry.slice(slash + 1);
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= (kind === 4 ? 32 : 128);
+}
+
+/** TRUST_PROXY: true | false | a number of proxies | comma-separated proxy addresses or CIDR ranges. */
+function trustProxy(env: Env): TrustProxy {
+  const v = str(env, 'TRUST_PROXY')?.trim();
+  if (v === undefined || v === '' || v === 'false') return false;
+  if (v === 'true') return true;
+  if (/^\d+$/.test(v)) {
+    const n = Number(v);
+    if (n > MAX_PROXY_HOPS) throw new ConfigError('TRUST_PROXY', `must be true, false, a number of proxies from 0 to ${MAX_PROXY_HOPS}, or proxy addresses`);
+    return n === 0 ? false : n;
+  }
+  const entries = v.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = entries.find((e) => !trustedProxyEntry(e));
+  if (bad !== undefined || entries.length === 0) {
+    throw new ConfigError(
+      'TRUST_PROXY',
+      `has an invalid proxy address "${bad ?? v}" (expected true, false, a number of proxies, or comma-separated IP addresses and CIDR ranges)`,
+    );
+  }
+  return Object.freeze(entries);
+}
+
 /** FUNCTIONS_ENV: comma-separated variable names; each maps to its value here (null when unset). */
 function functionsEnv(env: Env): Readonly<Record<string, string | null>> {
   const out: Record<string, string | null> = {};
@@ -256,6 +323,55 @@ function functionsEnv(env: Env): Readonly<Record<string, string | null>> {
     out[name] = env[name] ?? null;
   }
   return Object.freeze(out);
+}
+
+/**
+ * One entry of Deno's `--allow-net` / `--deny-net` list: `host`, `host:port`, an IPv4
+ * address or range (`169.254.0.0/16`) with an optional port, or `[IPv6]` with an optional port.
+ */
+function netEntry(value: string, name: string): string {
+  const bad = () => new ConfigError(name, `has an invalid entry "${value}" (expected host, host:port, IPv4/prefix[:port] or [IPv6][:port])`);
+  const v6 = /^\[([0-9A-Fa-f:.]+)\](?::(\d{1,5}))?$/.exec(value);
+  const plain = /^([A-Za-z0-9_.-]+)(?:\/(\d{1,2}))?(?::(\d{1,5}))?$/.exec(value);
+  const port = v6?.[2] ?? plain?.[3];
+  if (port !== undefined && (Number(port) < 1 || Number(port) > 65535)) throw bad();
+  if (v6 !== null) {
+    if (!isIPv6(v6[1])) throw bad();
+    return value;
+  }
+  if (plain === null) throw bad();
+  const [, host, prefix] = plain;
+  if (prefix !== undefined && (!isIPv4(host) || Number(prefix) > 32)) throw bad();
+  if (!isIPv4(host) && !/^[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*$/.test(host)) throw bad();
+  return value;
+}
+
+/** A comma-separated list of net entries; `extra` are words accepted as they are (`*`, `none`). */
+function netList(env: Env, name: string, extra: readonly string[] = []): string[] | undefined {
+  const v = str(env, name);
+  if (v === undefined) return undefined;
+  const entries = v.split(',').map((s) => s.trim()).filter(Boolean);
+  if (entries.length === 0) throw new ConfigError(name, 'has no entry');
+  return entries.map((e) => (extra.includes(e) ? e : netEntry(e, name)));
+}
+
+/** FUNCTIONS_ALLOW_NET: unset → null (any host); `none` alone → no network; else the entries (`*`: any host). */
+function functionsAllowNet(env: Env): readonly string[] | null {
+  const list = netList(env, 'FUNCTIONS_ALLOW_NET', ['*', 'none']);
+  if (list === undefined) return null;
+  if (list.includes('none')) {
+    if (list.length > 1) throw new ConfigError('FUNCTIONS_ALLOW_NET', 'may hold none only alone');
+    return Object.freeze([]);
+  }
+  return Object.freeze(list);
+}
+
+/** EDGE_RUNTIME_SECRET: printable ASCII without spaces (it travels in a header), at least 32 characters. */
+function edgeRuntimeSecret(env: Env): string | null {
+  const v = str(env, 'EDGE_RUNTIME_SECRET');
+  if (v === undefined) return null;
+  if (!/^[\x21-\x7e]{32,}$/.test(v)) throw new ConfigError('EDGE_RUNTIME_SECRET', 'must be at least 32 printable ASCII characters without spaces');
+  return v;
 }
 
 /** Parse and validate the environment. Throws ConfigError naming the first bad variable. */
@@ -283,6 +399,10 @@ export function parseConfig(env: Env = process.env): Config {
   const port = int(env, 'PORT', 8000, 0, 65535);
   const publicHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
   const dataDir = resolve(str(env, 'DATA_DIR') ?? './.data');
+
+  const publicDirSet = str(env, 'PUBLIC_DIR');
+  const publicDir = resolve(publicDirSet ?? './public');
+  if (publicDirSet !== undefined && !isDirectory(publicDir)) throw new ConfigError('PUBLIC_DIR', `${publicDir} is not a folder`);
 
   const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.has(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${[...LOG_LEVELS].join(', ')}`);
@@ -314,6 +434,8 @@ export function parseConfig(env: Env = process.env): Config {
     oauth: Object.freeze(oauthProviders(env)),
     databaseUrl,
     dataDir,
+    migrationsDir: resolve(str(env, 'MIGRATIONS_DIR') ?? './migrations'),
+    publicDir: isDirectory(publicDir) ? publicDir : null,
     host,
     port,
     migrateOnStart: bool(env, 'MIGRATE_ON_START', true),
@@ -322,11 +444,14 @@ export function parseConfig(env: Env = process.env): Config {
     apiExternalUrl: (url(env, 'API_EXTERNAL_URL') ?? `http://${publicHost}:${port}`).replace(/\/$/, ''),
     smtpUrl: url(env, 'SMTP_URL', { protocols: ['smtp:', 'smtps:'] }) ?? null,
     mailFrom: str(env, 'MAIL_FROM') ?? 'noreply@localhost',
-    trustProxy: bool(env, 'TRUST_PROXY', false),
+    trustProxy: trustProxy(env),
     edgeRuntimeUrl: url(env, 'EDGE_RUNTIME_URL')?.replace(/\/$/, '') ?? null,
     functionsDir: resolve(str(env, 'FUNCTIONS_DIR') ?? './functions'),
     functionsTimeoutMs: int(env, 'FUNCTIONS_TIMEOUT_MS', 60000, 1),
     functionsEnv: functionsEnv(env),
+    functionsAllowNet: functionsAllowNet(env),
+    functionsDenyNet: Object.freeze(netList(env, 'FUNCTIONS_DENY_NET') ?? []),
+    edgeRuntimeSecret: edgeRuntimeSecret(env),
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10000, 1),
     wsMaxConnections: int(env, 'WS_MAX_CONNECTIONS', 10000, 1),
     wsMaxConnectionsPerIp: int(env, 'WS_MAX_CONNECTIONS_PER_IP', 100, 1),

@@ -15,7 +15,7 @@
  * - when it still cannot reach DATA_DIR (a parent plinth did not create is closed to
  *   others), start-up stops with one line naming the folder and the fix.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { spawn, spawnSync, execSync, type ChildProcess } from 'node:child_process';
 import {
   chownSync,
@@ -36,7 +36,7 @@ import {
 } from 'node:fs';
 import { createServer } from 'node:net';
 import { arch, platform } from 'node:os';
-import { dirname, join, parse } from 'node:path';
+import { basename, dirname, join, parse, resolve } from 'node:path';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
 
@@ -57,12 +57,75 @@ export class EmbeddedError extends Error {
 
 const DATABASE = 'plinth';
 
-function portIsFree(port: number): Promise<boolean> {
+export function portIsFree(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
     const s = createServer();
     s.once('error', () => resolve(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+    s.listen(port, host, () => s.close(() => resolve(true)));
   });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The pid in DATA_DIR/postgres/postmaster.pid when that process still runs. */
+function runningPostmaster(databaseDir: string): number | null {
+  try {
+    const pid = Number(readFileSync(join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return pid > 0 && alive(pid) ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The start of plinth that runs in a data folder, if one does: DATA_DIR/plinth.pid. */
+export interface RunningStart {
+  pid: number;
+  port: number;
+}
+
+export function runningStart(dataDir: string): RunningStart | null {
+  try {
+    const r = JSON.parse(readFileSync(join(dataDir, 'plinth.pid'), 'utf8')) as RunningStart;
+    return r.pid !== process.pid && alive(r.pid) ? r : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Say that this process runs in the data folder (removed at exit). */
+export function claimDataDir(dataDir: string, port: number): void {
+  const file = join(dataDir, 'plinth.pid');
+  writeFileSync(file, JSON.stringify({ pid: process.pid, port }) + '\n', { mode: 0o600 });
+  process.once('exit', () => {
+    try {
+      if ((JSON.parse(readFileSync(file, 'utf8')) as RunningStart).pid === process.pid) unlinkSync(file);
+    } catch {
+      /* gone already */
+    }
+  });
+}
+
+/**
+ * DATA_DIR when none was named and plinth runs as root with the embedded PostgreSQL: the
+ * default ./.data works when the postgres system user can reach it; in a folder closed to
+ * other users (/root/app, a `mktemp -d` folder) it is /var/lib/plinth/<folder>-<hash>, one
+ * per checkout. null: keep the default. A DATA_DIR the user named is never replaced.
+ */
+export function rootDataDir(env: NodeJS.ProcessEnv, cwd = process.cwd()): string | null {
+  if (env.DATA_DIR || env.DATABASE_URL || process.getuid?.() !== 0) return null;
+  const user = runAs();
+  if (user === null) return null;
+  let existing = resolve(cwd, '.data');
+  while (!existsSync(existing)) existing = dirname(existing);
+  if (canEnter(user, existing)) return null;
+  return join('/var/lib/plinth', `${basename(cwd) || 'root'}-${createHash('sha1').update(resolve(cwd)).digest('hex').slice(0, 8)}`);
 }
 
 async function freePort(): Promise<number> {
@@ -271,8 +334,24 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
   let stored: Stored = existsSync(stateFile)
     ? (JSON.parse(readFileSync(stateFile, 'utf8')) as Stored)
     : { password: randomBytes(24).toString('base64url'), port: 0 };
-  if (!stored.port || !(await portIsFree(stored.port))) stored = { ...stored, port: await freePort() };
-  writeFileSync(stateFile, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 });
+  // The port is chosen once and kept: the printed DATABASE_URL stays the same across restarts.
+  if (!stored.port) {
+    stored = { ...stored, port: await freePort() };
+    writeFileSync(stateFile, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 });
+  } else if (!(await portIsFree(stored.port))) {
+    const orphan = runningPostmaster(databaseDir);
+    if (orphan === null) {
+      throw new EmbeddedError(
+        `embedded PostgreSQL: its port ${stored.port} is taken by another program; free it, or remove "port" from ${stateFile} to choose a new one (the DATABASE_URL changes)`,
+      );
+    }
+    // No plinth runs here (main.ts checked), yet this folder's PostgreSQL does: left behind
+    // by a start that was killed. Stop it and start ours.
+    log.warn({ pid: orphan }, 'stopping the embedded PostgreSQL a killed start left running');
+    process.kill(orphan, 'SIGINT');
+    const until = Date.now() + 60_000;
+    while (alive(orphan) && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+  }
 
   const locale = bestLocale();
   if (!initialised) {

@@ -8,7 +8,7 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyError, type FastifyBaseLogger } from 'fastify';
-import type { RuntimeConfig } from './config.ts';
+import type { RuntimeConfig, TrustProxy } from './config.ts';
 import { lazyChildLogger, type Logger } from './log.ts';
 import { AppError, ERRORS, isConnectionError, pgErrorToAppError } from './errors.ts';
 
@@ -17,14 +17,36 @@ const CORS_HEADERS = 'authorization, apikey, content-type, prefer, range, x-upse
 /** Sent on every response when API_EXTERNAL_URL is https: browsers then refuse plain http to this host for a year. */
 const HSTS = 'max-age=31536000; includeSubDomains';
 
-/** The client address: the socket's, or the left-most X-Forwarded-For entry with TRUST_PROXY=true. */
-export function clientIp(req: FastifyRequest, trustProxy: boolean): string {
-  if (trustProxy) {
-    const xff = req.headers['x-forwarded-for'];
-    const first = (Array.isArray(xff) ? xff[0] : xff)?.split(',')[0]?.trim();
-    if (first) return first;
-  }
-  return req.socket.remoteAddress ?? 'unknown';
+/**
+ * The client address, the one every per-IP limit and the function forwarder use: fastify's
+ * `req.ip`, resolved by the trust buildHttp gives it from TRUST_PROXY (the socket's address,
+ * or the right-most X-Forwarded-For hop that is not a trusted proxy; with `true`, the
+ * left-most entry). The second argument is not needed: callers may still pass TRUST_PROXY.
+ */
+export function clientIp(req: FastifyRequest, _trustProxy?: TrustProxy): string {
+  return req.ip ?? 'unknown';
+}
+
+/**
+ * X-Forwarded-For for a request plinth passes on: the client address as clientIp resolved
+ * it, then the trusted proxies, then the socket's address. Entries left of the resolved
+ * client were written by the client and are dropped.
+ */
+export function forwardedFor(req: FastifyRequest): string | undefined {
+  const hops = req.ips ?? [req.ip];
+  const out = hops.filter((h): h is string => typeof h === 'string' && h !== '').reverse();
+  return out.length > 0 ? out.join(', ') : undefined;
+}
+
+/**
+ * TRUST_PROXY as fastify's `trustProxy`. A number is a hop count, which fastify no longer
+ * takes itself: it becomes proxy-addr's own count rule, hop `i` (0 = the socket) trusted
+ * while `i < n`.
+ */
+export function fastifyTrustProxy(trust: TrustProxy): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof trust === 'number') return (_address, hop) => hop < trust;
+  if (typeof trust === 'boolean') return trust;
+  return [...trust];
 }
 
 /** Map anything thrown to an AppError; fastify's own codes included. */
@@ -179,7 +201,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
     // Per-request log lines only at debug and trace: at info they cost a measurable share of throughput.
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
     bodyLimit: config.maxBodyBytes,
-    trustProxy: false,
+    trustProxy: fastifyTrustProxy(config.trustProxy),
     // Requests that arrive while closing get plinth's 503 (onRequest below); fastify adds
     // `Connection: close` to them.
     return503OnClosing: false,

@@ -11,11 +11,16 @@
  *   whose body then stalls for as long is cut (undici's headersTimeout and bodyTimeout).
  * - Hop-by-hop headers are dropped both ways, and so are the runtime's `access-control-*`
  *   headers: CORS is the service's (contract §10), whatever a function says.
+ * - Every `x-plinth-*` header a caller sends is dropped; plinth sets its own: `x-plinth-function`
+ *   (the function it checked, which the runtime serves and no other) and, when there is a
+ *   secret, `x-plinth-runtime-secret` (which proves to the runtime that the call comes from
+ *   plinth). So are `Authorization` and `apikey` when they did not verify (`drop`).
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { AppError } from '../core/errors.ts';
+import { forwardedFor } from '../core/http.ts';
 
 export const FUNCTION_ERRORS = {
   notFound: () => new AppError(404, 'function not found'),
@@ -38,21 +43,42 @@ const HOP_BY_HOP = new Set([
   'expect',
 ]);
 
+/** The headers plinth sets for the runtime; a caller's own `x-plinth-*` headers never reach it. */
+export const FUNCTION_HEADER = 'x-plinth-function';
+export const SECRET_HEADER = 'x-plinth-runtime-secret';
+const INTERNAL_PREFIX = 'x-plinth-';
+
+export interface ForwardTarget {
+  /** The runtime's address (no trailing slash). */
+  base: string;
+  /** `/<name>[/suffix][?query]`, checked and encoded (path.ts). */
+  path: string;
+  /** The function's name, sent in `x-plinth-function`. */
+  name: string;
+  /** Sent in `x-plinth-runtime-secret`; null: none (an external runtime without EDGE_RUNTIME_SECRET). */
+  secret: string | null;
+  /** Request headers not to forward (lower case): credentials that did not verify. */
+  drop: ReadonlySet<string>;
+}
+
 export interface Forwarder {
-  /** `base`: the runtime's address (no trailing slash); `path`: `/<name>[/suffix][?query]`. */
-  forward(req: FastifyRequest, reply: FastifyReply, base: string, path: string): Promise<FastifyReply>;
+  forward(req: FastifyRequest, reply: FastifyReply, target: ForwardTarget): Promise<FastifyReply>;
   close(): Promise<void>;
 }
 
-function requestHeaders(req: FastifyRequest): Record<string, string | string[]> {
+function requestHeaders(req: FastifyRequest, target: ForwardTarget): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   const h: IncomingHttpHeaders = req.headers;
   for (const k in h) {
     const v = h[k];
-    if (v !== undefined && !HOP_BY_HOP.has(k)) out[k] = v;
+    if (v !== undefined && !HOP_BY_HOP.has(k) && !k.startsWith(INTERNAL_PREFIX) && !target.drop.has(k)) out[k] = v;
   }
-  const ip = req.socket.remoteAddress;
-  if (ip) out['x-forwarded-for'] = typeof h['x-forwarded-for'] === 'string' ? `${h['x-forwarded-for']}, ${ip}` : ip;
+  out[FUNCTION_HEADER] = target.name;
+  if (target.secret !== null) out[SECRET_HEADER] = target.secret;
+  // The client as TRUST_PROXY resolved it, then the trusted hops: not what the client wrote.
+  const xff = forwardedFor(req);
+  if (xff) out['x-forwarded-for'] = xff;
+  else delete out['x-forwarded-for'];
   if (h.host) out['x-forwarded-host'] = h.host;
   out['x-forwarded-proto'] = req.protocol;
   return out;
@@ -73,13 +99,13 @@ export function createForwarder(timeoutMs: number): Forwarder {
   const dispatcher = new Agent({ keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } });
   return {
     close: () => dispatcher.close(),
-    async forward(req, reply, base, path) {
+    async forward(req, reply, target) {
       let res;
       try {
-        res = await request(base + path, {
+        res = await request(target.base + target.path, {
           dispatcher,
           method: req.method as 'GET',
-          headers: requestHeaders(req),
+          headers: requestHeaders(req, target),
           body: hasBody(req) ? req.raw : null,
         });
       } catch (err) {

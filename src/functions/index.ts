@@ -5,13 +5,17 @@
  *   POST /functions/v1/_refresh    service_role: reload the catalog on every instance
  *   ANY  /functions/v1/{name}[/…]  call a function (GET and POST in the interface)
  *
- * A call: catalog (in memory) → unknown or not active: 404 `function not found` →
- * verify_jwt: a credential that verifies, else 401 (development mode: none = anon, as
- * everywhere) → by runtime:
+ * A call: the path after the name checked (path.ts: a `.`/`..` segment, raw or encoded, or
+ * an encoded slash or backslash: 400 `invalid function path`) → catalog (in memory) →
+ * unknown or not active: 404 `function not found` → verify_jwt: a credential that
+ * verifies, else 401 (development mode: none = anon, as everywhere) → by runtime:
  *
  * - `deno`: streamed to EDGE_RUNTIME_URL, or to the bundled Deno runtime that this area
  *   supervises when EDGE_RUNTIME_URL is unset and FUNCTIONS_DIR exists (supervisor.ts);
- *   neither: 503 `edge runtime not configured`; down: 502; hung: 504 (forward.ts).
+ *   neither: 503 `edge runtime not configured`; down: 502; hung: 504 (forward.ts). An
+ *   `Authorization` or `apikey` that does not verify is not forwarded (with verify_jwt =
+ *   false it is dropped and the call goes on without it). The bundled runtime starts once
+ *   the service listens, since its network denials name the service's own port (net.ts).
  * - `plv8`: `public.<name>(payload jsonb)` as the caller, in one round trip on the request
  *   path of REST (`db.withContext` through REST's own executor, so the §7.2 error mapping is
  *   the same code). POST (or any method with a body): the JSON body is the payload, `{}`
@@ -29,6 +33,8 @@ import { sendJsonText } from '../core/http.ts';
 import { execute } from '../rest/execute.ts';
 import { FunctionCache, type FunctionEntry } from './catalog.ts';
 import { FUNCTION_ERRORS, createForwarder } from './forward.ts';
+import { databaseTargets, netFlags, type Target } from './net.ts';
+import { encodeSegment, functionPath } from './path.ts';
 import { DenoSupervisor, denoCacheDir, denoExecutable } from './supervisor.ts';
 
 const PREFIX = '/functions/v1';
@@ -48,13 +54,6 @@ const states = new WeakMap<FastifyInstance, FunctionsState>();
 /** The bundled Deno runtime of a service's app, if it started one (tests, bench). */
 export function bundledRuntime(app: FastifyInstance): DenoSupervisor | null {
   return states.get(app)?.supervisor ?? null;
-}
-
-/** The raw path after `/functions/v1/<name>`, query included, with the name re-encoded. */
-function runtimePath(url: string, name: string): string {
-  const raw = url.slice(PREFIX.length + 1);
-  const cut = raw.search(/[/?]/);
-  return '/' + encodeURIComponent(name) + (cut < 0 ? '' : raw.slice(cut));
 }
 
 function hasBody(req: FastifyRequest): boolean {
@@ -90,7 +89,14 @@ async function payloadOf(req: FastifyRequest, limit: number): Promise<string> {
   return text;
 }
 
-function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState): void {
+/** The ports the service listens on (known once it listens). */
+function listeningPorts(app: FastifyInstance): number[] {
+  const ports: number[] = [];
+  for (const a of app.addresses() as Array<string | { port: number }>) if (typeof a === 'object' && !ports.includes(a.port)) ports.push(a.port);
+  return ports;
+}
+
+function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState, database: readonly Target[]): void {
   const { db, credentials, config, log } = deps;
   const forwarder = createForwarder(config.functionsTimeoutMs);
   app.addHook('onClose', () => forwarder.close());
@@ -108,22 +114,50 @@ function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: F
       log.error({ err: exe }, 'the bundled edge runtime cannot start: no Deno binary from the deno package');
       return null;
     }
-    const sup = new DenoSupervisor(exe, { functionsDir: config.functionsDir, env: config.functionsEnv, cacheDir: denoCacheDir(config.dataDir), log });
+    const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, listeningPorts(root), database);
+    const sup = new DenoSupervisor(exe, { functionsDir: config.functionsDir, env: config.functionsEnv, cacheDir: denoCacheDir(config.dataDir), net, log });
     state.supervisor = sup;
     sup.start();
     return sup;
   };
 
-  const runtimeBase = async (): Promise<string> => {
-    if (config.edgeRuntimeUrl !== null) return config.edgeRuntimeUrl;
+  /** The runtime's address and the secret that proves a call comes from plinth. */
+  const runtimeOf = async (): Promise<{ base: string; secret: string | null }> => {
+    if (config.edgeRuntimeUrl !== null) return { base: config.edgeRuntimeUrl, secret: config.edgeRuntimeSecret };
     const sup = startBundled();
     if (sup === null) throw FUNCTION_ERRORS.notConfigured();
-    if (sup.url !== null) return sup.url;
     // The first start is awaited; after a crash (or a failed first start), calls get 502
     // until the runtime is up again.
-    const url = sup.firstStart ? await sup.ready(FIRST_START_WAIT_MS) : null;
-    if (url === null) throw FUNCTION_ERRORS.unavailable();
-    return url;
+    if (sup.url === null && sup.firstStart) await sup.ready(FIRST_START_WAIT_MS);
+    const { url, secret } = sup;
+    if (url === null || secret === null) throw FUNCTION_ERRORS.unavailable();
+    return { base: url, secret };
+  };
+
+  /**
+   * The credential headers not to forward: an `Authorization` or `apikey` that does not
+   * verify on its own (apikey: the anon or service-role key only). With verify_jwt = true a
+   * call gets here only when its credential verified, so this drops only a second one.
+   */
+  const unverified = async (req: FastifyRequest): Promise<Set<string>> => {
+    const drop = new Set<string>();
+    const authorization = req.headers.authorization;
+    if (authorization !== undefined) {
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+      const ok = m !== null && (await credentials.verify(m[1]).then(() => true, () => false));
+      if (!ok) drop.add('authorization');
+    }
+    const apikey = req.headers.apikey;
+    if (apikey !== undefined) {
+      const ok =
+        typeof apikey === 'string' &&
+        (await credentials.verify(apikey).then(
+          (c) => c.role === 'anon' || c.role === 'service_role',
+          () => false,
+        ));
+      if (!ok) drop.add('apikey');
+    }
+    return drop;
   };
 
   const callerOf = async (req: FastifyRequest, entry: FunctionEntry): Promise<RequestContext> => {
@@ -134,6 +168,7 @@ function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: F
 
   const invoke = async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
     const name = req.params.name;
+    const path = functionPath(req.url, name);
     let entry: FunctionEntry | undefined;
     try {
       entry = (await cache.get()).get(name);
@@ -149,7 +184,9 @@ function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: F
       return sendJsonText(reply, out.status, out.body ?? 'null');
     }
     if (entry.verifyJwt) await credentials.api(req);
-    return forwarder.forward(req, reply, await runtimeBase(), runtimePath(req.url, name));
+    const drop = await unverified(req);
+    const { base, secret } = await runtimeOf();
+    return forwarder.forward(req, reply, { base, path, name: encodeSegment(name), secret, drop });
   };
 
   const list = async (req: FastifyRequest, reply: FastifyReply) => {
@@ -178,8 +215,13 @@ function routes(app: FastifyInstance, deps: Deps, cache: FunctionCache, state: F
   app.route({ method: METHODS, url: `${PREFIX}/:name`, handler: invoke });
   app.route({ method: METHODS, url: `${PREFIX}/:name/*`, handler: invoke });
 
-  // The bundled runtime starts with the service (calls before it is up wait for it).
-  if (config.edgeRuntimeUrl === null) startBundled();
+  // The bundled runtime starts as soon as the service listens (calls before it is up wait for it).
+  if (config.edgeRuntimeUrl === null) {
+    root.addHook('onListen', (done) => {
+      startBundled();
+      done();
+    });
+  }
 }
 
 export const functionsArea: Area = {
@@ -196,6 +238,9 @@ export const functionsArea: Area = {
     app.addHook('onClose', async () => {
       await state.supervisor?.stop();
     });
-    await app.register(async (scope) => routes(scope, deps, cache, state));
+    // The database the functions must not reach: resolved once, before the runtime starts.
+    const { host, port } = deps.db.sql.options;
+    const database = deps.config.edgeRuntimeUrl === null ? await databaseTargets(host, port) : [];
+    await app.register(async (scope) => routes(scope, app, deps, cache, state, database));
   },
 };

@@ -4,9 +4,14 @@
  * dependency) as a child process serving FUNCTIONS_DIR (runtime/server.ts), on a loopback
  * port of its own.
  *
- * - Permissions are narrowed to what functions need: network, read of FUNCTIONS_DIR, and
- *   the variables named in FUNCTIONS_ENV (no other environment reaches the child either).
+ * - Permissions are narrowed to what functions need: network (less the database, the
+ *   service's own ports and link-local addresses, net.ts), read of FUNCTIONS_DIR, and the
+ *   variables named in FUNCTIONS_ENV (no other environment reaches the child either).
  *   No write, run, ffi or sys access; no config file, lock file or prompt.
+ * - Each start draws a random secret, written as the first line of the child's stdin (not
+ *   in its arguments or environment, which functions could read); the runtime answers only
+ *   calls that carry it in `x-plinth-runtime-secret`, since its loopback port is open to
+ *   every local process.
  * - If the child dies it is started again with backoff (0.25 s doubling to 10 s; back to
  *   0.25 s after a minute of good health). Meanwhile `url` is null and calls get 502.
  * - `stop()` ends it with the service (SIGTERM, SIGKILL after 2 s). The child also exits
@@ -15,6 +20,7 @@
  *   there (one JSON line), never into a response.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -45,12 +51,16 @@ export interface SupervisorOptions {
   env: Readonly<Record<string, string | null>>;
   /** Deno's module cache (DENO_DIR). */
   cacheDir: string;
+  /** Deno's `--allow-net` / `--deny-net` flags (net.ts). */
+  net: readonly string[];
   log: Logger;
 }
 
 export class DenoSupervisor {
   /** `http://127.0.0.1:<port>` while the runtime is up; null while it is down or starting. */
   url: string | null = null;
+  /** The secret of the running child (null while none runs): sent in `x-plinth-runtime-secret`. */
+  secret: string | null = null;
   private child: ChildProcess | null = null;
   private stopping = false;
   private backoff = BACKOFF_MIN_MS;
@@ -80,7 +90,7 @@ export class DenoSupervisor {
 
   start(): void {
     if (this.stopping || this.child !== null) return;
-    const { functionsDir, env, cacheDir, log } = this.opts;
+    const { functionsDir, env, cacheDir, net, log } = this.opts;
     mkdirSync(cacheDir, { recursive: true });
     const names = Object.keys(env);
     const args = [
@@ -89,7 +99,10 @@ export class DenoSupervisor {
       '--no-prompt',
       '--no-config',
       '--no-lock',
-      '--allow-net',
+      // req.signal aborts when the caller goes away, not also after every answer (and no
+      // warning about the legacy behaviour on the first request).
+      '--unstable-no-legacy-abort',
+      ...net,
       `--allow-read=${functionsDir}`,
       ...(names.length > 0 ? [`--allow-env=${names.join(',')}`] : []),
       SERVER,
@@ -101,6 +114,8 @@ export class DenoSupervisor {
     this.starts++;
     const child = spawn(this.exe, args, { cwd: functionsDir, env: childEnv, stdio: ['pipe', 'pipe', 'pipe'] });
     this.child = child;
+    const secret = randomBytes(32).toString('base64url');
+    child.stdin!.write(secret + '\n');
     const startTimer = setTimeout(() => {
       if (this.url === null && this.child === child) {
         log.error({ functionsDir }, 'edge runtime did not start in time; restarting');
@@ -113,6 +128,7 @@ export class DenoSupervisor {
       if (this.url === null && this.child === child && line.startsWith('{"plinth_edge_listening":')) {
         const port = (JSON.parse(line) as { plinth_edge_listening: number }).plinth_edge_listening;
         this.url = `http://127.0.0.1:${port}`;
+        this.secret = secret;
         this.wasUp = true;
         clearTimeout(startTimer);
         log.info({ url: this.url, pid: child.pid, functionsDir }, 'edge runtime listening');
@@ -135,6 +151,7 @@ export class DenoSupervisor {
       if (this.child !== child) return;
       this.child = null;
       this.url = null;
+      this.secret = null;
       for (const w of this.waiters.splice(0)) w();
       if (this.stopping) return;
       if (Date.now() - startedAt > HEALTHY_AFTER_MS) this.backoff = BACKOFF_MIN_MS;
@@ -185,6 +202,7 @@ export class DenoSupervisor {
     clearTimeout(timer);
     this.child = null;
     this.url = null;
+    this.secret = null;
   }
 }
 

@@ -18,13 +18,13 @@
 import { Readable } from 'node:stream';
 import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import mime from 'mime-types';
 import type { Area, Deps } from '../core/area.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText, toAppError } from '../core/http.ts';
 import type { Backend, ByteRange, PendingPut } from './backend.ts';
 import { databaseBackend } from './database.ts';
 import { diskBackend } from './disk.ts';
+import { downloadHeaders, pickMimeType } from './mime.ts';
 import * as sdb from './db.ts';
 import { bucketIdOk, invalidBucketId, parseBucketId, parseObjectPath } from './paths.ts';
 
@@ -43,8 +43,6 @@ export const STORAGE_ERRORS = {
 const OBJECT_PREFIX = '/storage/v1/object/';
 const LIST_PREFIX = '/storage/v1/object/list/';
 const BUCKET_PREFIX = '/storage/v1/bucket/';
-/** Content types that say nothing about the bytes: the extension decides instead. */
-const UNSPECIFIED_TYPES = new Set(['application/octet-stream', 'application/x-www-form-urlencoded', '']);
 
 /** The S3 client (the AWS SDK, several MB of code and heap) loads only when it is the backend. */
 export async function createBackend(deps: Deps): Promise<Backend> {
@@ -57,15 +55,6 @@ export async function createBackend(deps: Deps): Promise<Backend> {
     case 's3':
       return (await import('./s3.ts')).s3Backend(config.s3!);
   }
-}
-
-/** The stored MIME type: the given one, else by extension, else application/octet-stream. */
-export function pickMimeType(given: string | null | undefined, name: string): string {
-  const g = (given ?? '').trim();
-  const base = g.split(';')[0].trim().toLowerCase();
-  if (!UNSPECIFIED_TYPES.has(base) && /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/.test(base)) return g;
-  const last = name.slice(name.lastIndexOf('/') + 1);
-  return (last.includes('.') && mime.lookup(last)) || 'application/octet-stream';
 }
 
 interface Source {
@@ -307,6 +296,10 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
       if (meta.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
       const size = Number(meta.size);
       const etag = `"${meta.etag ?? meta.id!.replaceAll('-', '')}"`;
+      // A stored file never runs as a page of this origin: nosniff, a sandboxing CSP, and
+      // types a browser runs as attachments (mime.ts). On every answer, 304 and HEAD included.
+      const { 'content-type': contentType, ...safety } = downloadHeaders(meta.mime_type!, name);
+      reply.headers(safety);
       reply.header('etag', etag);
       reply.header('cache-control', meta.public ? 'public, max-age=3600' : 'private, no-cache');
       reply.header('last-modified', meta.updated_at!.toUTCString());
@@ -314,7 +307,7 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
       if (etagMatches(req.headers['if-none-match'], etag)) return reply.code(304).send();
       const range = parseRange(req.headers.range, size);
       if (range === 'unsatisfiable') throw STORAGE_ERRORS.rangeNotSatisfiable(size);
-      reply.type(meta.mime_type!);
+      reply.type(contentType);
       if (range) reply.header('content-range', `bytes ${range.start}-${range.end}/${size}`);
       const length = range ? range.end - range.start + 1 : size;
       reply.header('content-length', length);

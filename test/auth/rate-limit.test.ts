@@ -1,12 +1,14 @@
 /**
  * AUTH_RATE_LIMIT (interface §8, contract §3): per client IP in any 60-second window,
  * summed over signup, token, recover and magiclink; a 429 is not counted; it holds across
- * two instances sharing one database; TRUST_PROXY picks the left-most X-Forwarded-For;
- * 0 disables.
+ * two instances sharing one database; TRUST_PROXY=true picks the left-most X-Forwarded-For,
+ * a proxy count or the proxies' addresses the right-most hop that is not a proxy, so a
+ * client behind a real proxy cannot buy new budgets by rotating the header; 0 disables.
  */
 import t from 'tap';
 import { startApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/database.ts';
+import { sendFrom, startForwardingProxy } from '../helpers/forwarding-proxy.ts';
 import { PASSWORD, uniqueEmail } from './helpers.ts';
 
 const LIMITED = { error: 'too many requests, try again later' };
@@ -75,6 +77,61 @@ t.test('TRUST_PROXY=true: the left-most X-Forwarded-For entry is the client', as
   t.equal((await from('203.0.113.8, 10.0.0.1')).status, 200, 'another client');
   const rows = await app.db.sql`select ip from auth_private.rate_limits order by ip`;
   t.same(rows.map((r) => r.ip), ['203.0.113.7', '203.0.113.8']);
+});
+
+/** Eight password guesses, each with another X-Forwarded-For, from `local` to `base`. */
+async function rotatingGuesses(local: string, base: string, email: string): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 1; i <= 8; i++) {
+    const r = await sendFrom(local, base, 'POST', '/auth/v1/token', { grant_type: 'password', email, password: `guess number ${i}` }, {
+      'x-forwarded-for': `198.51.100.${i}`,
+    });
+    statuses.push(r.status);
+  }
+  return statuses;
+}
+
+const FIVE_THEN_LIMITED = (statuses: number[]) => statuses.slice(0, 5).every((s) => s !== 429) && statuses.slice(5).every((s) => s === 429);
+
+t.test('TRUST_PROXY=1 behind a real proxy: rotating X-Forwarded-For meets 429', async (t) => {
+  const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '5', TRUST_PROXY: '1' } });
+  const proxy = await startForwardingProxy(t, app.url);
+  const statuses = await rotatingGuesses('127.0.0.2', proxy.url, uniqueEmail('victim'));
+  t.ok(FIVE_THEN_LIMITED(statuses), `five guesses, then 429 (${statuses.join(' ')})`);
+  const rows = await app.db.sql`select ip from auth_private.rate_limits`;
+  t.same(rows.map((r) => r.ip), ['127.0.0.2'], 'keyed on the address the proxy saw, not on what the client wrote');
+});
+
+t.test('TRUST_PROXY=2 behind two proxies: the hop in front of the first proxy is the client', async (t) => {
+  const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '5', TRUST_PROXY: '2' } });
+  const inner = await startForwardingProxy(t, app.url);
+  const outer = await startForwardingProxy(t, inner.url, { localAddress: '127.0.0.5' });
+  const statuses = await rotatingGuesses('127.0.0.4', outer.url, uniqueEmail('victim'));
+  t.ok(FIVE_THEN_LIMITED(statuses), `five guesses, then 429 (${statuses.join(' ')})`);
+  const rows = await app.db.sql`select ip from auth_private.rate_limits`;
+  t.same(rows.map((r) => r.ip), ['127.0.0.4']);
+});
+
+t.test('TRUST_PROXY=<proxy addresses>: through the proxy and around it, rotating headers meet 429', async (t) => {
+  const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '5', TRUST_PROXY: '127.0.0.1, 10.0.0.0/8' } });
+  const proxy = await startForwardingProxy(t, app.url);
+  const email = uniqueEmail('victim');
+  const viaProxy = await rotatingGuesses('127.0.0.2', proxy.url, email);
+  t.ok(FIVE_THEN_LIMITED(viaProxy), `through the proxy: five, then 429 (${viaProxy.join(' ')})`);
+  // A client that reaches plinth itself, from an address that is not a proxy: its header is not read.
+  const direct = await rotatingGuesses('127.0.0.3', app.url, email);
+  t.ok(FIVE_THEN_LIMITED(direct), `around the proxy: five, then 429 (${direct.join(' ')})`);
+  const rows = await app.db.sql`select ip from auth_private.rate_limits order by ip`;
+  t.same(rows.map((r) => r.ip), ['127.0.0.2', '127.0.0.3']);
+});
+
+t.test('TRUST_PROXY=true (legacy): the left-most entry counts, so a client that writes it picks its budget', async (t) => {
+  const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '5', TRUST_PROXY: 'true' } });
+  const proxy = await startForwardingProxy(t, app.url);
+  const statuses = await rotatingGuesses('127.0.0.2', proxy.url, uniqueEmail('victim'));
+  t.notOk(statuses.includes(429), `no 429: the reason a count or the proxies' addresses are safer (${statuses.join(' ')})`);
+  const [{ n }] = await app.db.sql`select count(*)::int as n from auth_private.rate_limits`;
+  t.equal(n, 8, 'one budget per forged address');
 });
 
 t.test('TRUST_PROXY=false (default): X-Forwarded-For is ignored', async (t) => {

@@ -1,9 +1,10 @@
 /**
  * The baselines, in their own process (forked by test/bench/index.ts):
  *
- * - scenarios 1–4: the limit. A bare fastify route sends the same data query with
- *   `postgres` (`prepare: true`, same pool size, same superuser) in one round trip, with
- *   no role or claims setup, and sends the JSON text PostgreSQL built.
+ * - scenarios 1–4: a bare server, not a limit (plinth's request lanes beat it). A bare
+ *   fastify route sends the same data query with `postgres` (`prepare: true`, same pool
+ *   size, same superuser) in one round trip, with no role or claims setup, and sends the
+ *   JSON text PostgreSQL built.
  * - scenario 7 (and the reference of token refresh): a bare fastify `/health` that sends
  *   the same `select 1` as the service's and the same body.
  * - scenario 6: the `argon2` command times the bare `argon2.verify` with the parameters of

@@ -50,7 +50,12 @@ export const FUNCTION_SCENARIOS: readonly Scenario[] = [
     baselineLabel: 'the same POST straight to the bundled runtime',
     baselineTarget: 'edge-runtime',
     service: (env) => ({ requests: [{ method: 'POST', path: '/functions/v1/bench_hello', headers: headers(env), body: HELLO_BODY }] }),
-    baseline: (env) => ({ requests: [{ method: 'POST', path: '/bench_hello', headers: headers(env), body: HELLO_BODY }] }),
+    // As plinth calls the runtime: the function it names and the runtime's per-start secret.
+    baseline: (env) => ({
+      requests: [
+        { method: 'POST', path: '/bench_hello', headers: { ...headers(env), 'x-plinth-function': 'bench_hello', 'x-plinth-runtime-secret': env.edgeRuntimeSecret ?? '' }, body: HELLO_BODY },
+      ],
+    }),
   },
   {
     name: 'functions-db',

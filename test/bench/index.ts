@@ -385,7 +385,7 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
   row.eld_p99_ms = eldP99;
   row.baseline_eld_p99_ms = baseEldP99;
   row.gc = { service: roundGc(svcGc.reduce(addGc, noGc())), baseline: baseGc.length > 0 ? roundGc(baseGc.reduce(addGc, noGc())) : null };
-  // The baseline at the same fixed rate: the p99 goals are multiples of the limit's p99.
+  // The baseline at the same fixed rate: the p99 goals are multiples of the bare server's p99.
   if (baseSlices.length > 0) row.baseline_p99_ms = pooled(baseSlices).p99_ms;
   const pacedStats = { rss_mb: pacedRss };
   row.rss_mb = Math.max(row.rss_mb, pacedStats.rss_mb);
@@ -491,6 +491,7 @@ async function main(): Promise<number> {
     userToken: await mintUserToken(JWT_SECRET),
     users: Array.from({ length: USERS }, (_, i) => ({ email: `bench-${i}@example.com`, password: PASSWORD })),
     tokens: new TokenPool(),
+    edgeRuntimeSecret: svc.ready.edgeRuntimeSecret,
   };
   const ctx: Ctx = { env, serviceUrl: svc.ready.url, serviceRoleKey: svc.ready.serviceRoleKey, baselineUrl: base.ready.url, edgeRuntimeUrl: svc.ready.edgeRuntimeUrl, auth: null, authProblem: null };
 

@@ -211,12 +211,14 @@ async function broadcastFanout(c: CustomContext): Promise<CustomResult> {
     await sql.unsafe(`create table if not exists public.bench_bc (id int); select live.subscribe('bench_fanout', 'select id from bench_bc');`);
     let delivered = 0;
     let counting = false;
+    let received = 0; // every broadcast received, in the window and after it
     const echoed = new Array<number>(senders).fill(0);
     const sent = new Array<number>(senders).fill(0);
     let ids: string[] = [];
     clients = await openClients(c, 'bench_fanout', n, (i, data) => {
       if (i < senders && data.includes('"subscribed"')) ids[i] = (JSON.parse(data) as { client_id: string }).client_id;
       if (!data.includes('"broadcast"')) return;
+      received++;
       if (counting) delivered++;
       if (i < senders) {
         const from = (JSON.parse(data) as { from: string }).from;
@@ -224,6 +226,7 @@ async function broadcastFanout(c: CustomContext): Promise<CustomResult> {
       }
     });
     await sleep(300);
+    received = 0;
     const pump = () => {
       for (let s = 0; s < senders; s++) {
         while (sent[s] - echoed[s] < window) {
@@ -242,12 +245,16 @@ async function broadcastFanout(c: CustomContext): Promise<CustomResult> {
     const elapsed = (now() - started) / 1000;
     counting = false;
     const total = sent.reduce((a, b) => a + b, 0);
+    // Every broadcast sent must reach every client: wait for the tail, then compare.
+    const expected = total * n;
+    const deadline = now() + 30_000;
+    while (received < expected && now() < deadline) await sleep(20);
     ids = [];
     return {
-      status: delivered > 0 ? 'INFO' : 'ERROR',
+      status: delivered > 0 && received === expected ? 'INFO' : 'ERROR',
       rps: delivered / elapsed,
       baseline: 'none (messages delivered per second over all clients)',
-      note: `${n} clients on one channel${c.quick ? ' (quick: 200)' : ''}, ${senders} of them sending with ${window} in flight each; ${Math.round(total / elapsed)} broadcasts/s, each to every client`,
+      note: `${n} clients on one channel${c.quick ? ' (quick: 200)' : ''}, ${senders} of them sending with ${window} in flight each; ${Math.round(total / elapsed)} broadcasts/s, each to every client; ${received} of ${expected} messages delivered in all`,
     };
   } finally {
     closeAll(clients);

@@ -22,6 +22,8 @@ export interface Env {
   userToken: string;
   users: { email: string; password: string }[];
   tokens: TokenPool;
+  /** The bundled edge runtime's per-start secret (null without one). */
+  edgeRuntimeSecret: string | null;
 }
 
 export interface Scenario {
@@ -136,7 +138,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     name: 'rest-get-by-key',
     what: 'GET one row by primary key, anon key, RLS on',
     target: { kind: 'ratio', min: 0.6 },
-    baselineLabel: 'bare route, same query, 1 round trip',
+    baselineLabel: 'bare server, same query, 1 round trip',
     service: (env) => ({
       requests: ITEM_IDS.map((id) => ({ method: 'GET', path: `/rest/v1/bench_items?id=eq.${id}`, headers: anon(env) })),
     }),
@@ -148,7 +150,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     name: 'rest-list-embed',
     what: 'GET 100 rows, filter + order + many-to-one embed',
     target: { kind: 'ratio', min: 0.6 },
-    baselineLabel: 'bare route, same query, 1 round trip',
+    baselineLabel: 'bare server, same query, 1 round trip',
     service: (env) => ({
       requests: [
         {
@@ -164,7 +166,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     name: 'rest-insert',
     what: 'POST one row as an authenticated user, RLS on',
     target: { kind: 'ratio', min: 0.6 },
-    baselineLabel: 'bare route, same insert, 1 round trip',
+    baselineLabel: 'bare server, same insert, 1 round trip',
     service: (env) => ({
       requests: [
         {
@@ -190,7 +192,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     name: 'rpc-stable',
     what: 'POST /rest/v1/rpc of a STABLE SQL function, anon key',
     target: { kind: 'ratio', min: 0.6 },
-    baselineLabel: 'bare route, same call, 1 round trip',
+    baselineLabel: 'bare server, same call, 1 round trip',
     service: (env) => ({
       requests: AUTHOR_IDS.map((id) => ({
         method: 'POST',
@@ -212,7 +214,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     name: 'token-refresh',
     what: 'POST /auth/v1/token refresh_token, a distinct unused token each',
     target: { kind: 'rps', min: 1500 },
-    baselineLabel: 'bare route, select 1 (1-RTT reference)',
+    baselineLabel: 'bare server, select 1 (1-RTT reference)',
     needsAuth: true,
     service: (env) => ({
       next: (): RequestSpec | null => {

@@ -16,6 +16,8 @@ export interface ServerReady {
   pid: number;
   /** The bundled edge runtime's address (FUNCTIONS_DIR given), else null. */
   edgeRuntimeUrl: string | null;
+  /** Its per-start secret: the baseline calls the runtime as plinth does. */
+  edgeRuntimeSecret: string | null;
 }
 
 try {
@@ -26,8 +28,10 @@ try {
     worker: process.env.BENCH_WORKER !== 'false',
   });
   serveCommands({}, () => service.close(), service.app.server);
-    const edgeRuntimeUrl = (await bundledRuntime(service.app)?.ready(30_000)) ?? null;
-  sendReady({ url: service.url, anonKey: config.anonKey, serviceRoleKey: config.serviceRoleKey, pid: process.pid, edgeRuntimeUrl } satisfies ServerReady);
+  const runtime = bundledRuntime(service.app);
+  const edgeRuntimeUrl = (await runtime?.ready(30_000)) ?? null;
+  const edgeRuntimeSecret = runtime?.secret ?? null;
+  sendReady({ url: service.url, anonKey: config.anonKey, serviceRoleKey: config.serviceRoleKey, pid: process.pid, edgeRuntimeUrl, edgeRuntimeSecret } satisfies ServerReady);
 } catch (err) {
   sendFailed(err);
 }

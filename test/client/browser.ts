@@ -22,9 +22,15 @@ interface TapLike {
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
-/** Why the browser tests cannot run here, or null. */
+/**
+ * Why the browser tests cannot run here, or null. Under CI (`CI` set, as `.ci/run` runs)
+ * a missing Chromium is a failure, never a skip: a failed install must not turn the
+ * browser tests grey.
+ */
 export function chromiumMissing(): string | null {
-  return existsSync(CHROMIUM) ? null : `Chromium not found at ${CHROMIUM} (apt-get install chromium; .ci/run does): browser tests skipped`;
+  if (existsSync(CHROMIUM)) return null;
+  if (process.env.CI) throw new Error(`Chromium not found at ${CHROMIUM}: under CI the browser tests must run`);
+  return `Chromium not found at ${CHROMIUM} (apt-get install chromium; .ci/run does): browser tests skipped`;
 }
 
 let code: Promise<string> | null = null;

@@ -191,7 +191,10 @@ t.test('LiveQuery over a real WebSocket', async (t) => {
   await waitFor(() => q.refetches === 5, 'refetch started');
   srv.send({ query_id: 'todos', seq: 9, inserted: [{ id: 9, title: 'during' }], deleted: [{ id: 7, title: 'seven' }] });
   srv.send({ query_id: 'todos', seq: 10, inserted: [{ id: 8, title: 'eight' }], deleted: [] });
-  await new Promise((r) => setTimeout(r, 50));
+  // A broadcast behind them on the same socket: once it is seen, both deltas have arrived.
+  srv.send({ type: 'broadcast', from: 'marker', payload: null });
+  await waitFor(() => broadcasts.length === 1, 'the deltas reached the client during the refetch');
+  broadcasts.length = 0;
   gate = null;
   open();
   await waitFor(() => q.rows.some((r) => r.id === 9), 'pending delta applied');
@@ -235,8 +238,19 @@ t.test('LiveQuery over a real WebSocket', async (t) => {
   t.equal(q.status, 'closed');
   t.equal(q.broadcast('x'), false, 'closed: nothing sent');
   const attempts = srv.attempts;
-  await new Promise((r) => setTimeout(r, 100));
-  t.equal(srv.attempts, attempts, 'no reconnect after close');
+  // A witness dropped after the close, whose reconnect delay (80 ms) is longer than any of
+  // q's (at most 40): once it is back, q would have come back first, had it been going to.
+  const w = new LiveQuery(
+    'todos',
+    { url: srv.url, fetch: (i, init) => fetch(i, init), anonKey: 'ANON', getToken: async () => 'witness' },
+    { minDelayMs: 80, maxDelayMs: 80, refetch: async () => ({ data: [], error: null }) },
+  );
+  t.teardown(() => w.close());
+  await waitFor(() => w.status === 'subscribed', 'the witness connected');
+  srv.conns[srv.conns.length - 1].socket.terminate();
+  await waitFor(() => srv.conns.filter((c) => c.token === 'witness').length === 2 && w.status === 'subscribed', 'the witness reconnected');
+  t.equal(srv.attempts, attempts + 2, 'no reconnect after close (the two attempts are the witness\'s)');
+  w.close();
 });
 
 t.test('refused connections are retried with backoff until closed', async (t) => {

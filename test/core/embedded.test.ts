@@ -97,6 +97,12 @@ t.test('embedded PostgreSQL: start, persist, restart', { timeout: 170_000 }, asy
     body: JSON.stringify({ query: "create table public.kept (v text); insert into public.kept values ('still here')" }),
   });
   t.equal(put.status, 200);
+  // A second start in the same folder says so, before any PostgreSQL of its own starts.
+  const again = start(env);
+  t.teardown(() => again.child.kill('SIGKILL'));
+  t.equal(await again.exit, 1, 'a second start in the same folder: exit 1');
+  t.match(again.stdout().trim(), new RegExp(`^start failed: plinth already runs here on :${port} \\(pid ${first.child.pid}\\)$`), 'it names the running one');
+  const databaseUrl = /DATABASE_URL=(\S+)/.exec(first.stdout())![1];
   first.child.kill('SIGTERM');
   t.equal(await first.exit, 0, 'SIGTERM: exit 0');
   t.notOk(existsSync(join(dataDir, 'postgres', 'postmaster.pid')), 'the embedded PostgreSQL stopped with the service');
@@ -107,6 +113,7 @@ t.test('embedded PostgreSQL: start, persist, restart', { timeout: 170_000 }, asy
   t.ok(await waitFor(() => /SERVICE_ROLE_KEY=\S+\n/.test(second.stdout()), 10_000), 'start-up banner printed again');
   t.notMatch(second.stdout(), /initialising the embedded PostgreSQL/, 'the second start reuses the cluster');
   t.equal(/SERVICE_ROLE_KEY=(\S+)/.exec(second.stdout())?.[1], serviceKey, 'and prints the same keys');
+  t.equal(/DATABASE_URL=(\S+)/.exec(second.stdout())?.[1], databaseUrl, 'and the same DATABASE_URL (the port is kept)');
   const get = await fetch(url + '/api/sql', {
     method: 'POST',
     headers: { authorization: `Bearer ${serviceKey}`, 'content-type': 'application/json' },
@@ -132,4 +139,42 @@ t.test('as root, a DATA_DIR the postgres user cannot reach: one clear line, no m
   t.match(lines[0], /set DATA_DIR to a folder it can reach .* or run chmod o\+x/, 'and the fix');
   t.notMatch(started.stdout(), /\bat \S+ \(/, 'no stack trace');
   t.same(modes(closed), before, 'the closed folder stays closed');
+});
+
+t.test('a port in use is found before PostgreSQL starts', { timeout: 60_000 }, async (t) => {
+  const outer = mkdtempSync(join(tmpdir(), 'plinth-busy-'));
+  chmodSync(outer, 0o711);
+  t.teardown(() => rmSync(outer, { recursive: true, force: true }));
+  const busy = createServer();
+  await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+  t.teardown(() => busy.close());
+  const port = (busy.address() as { port: number }).port;
+  const started = start({ DATA_DIR: join(outer, 'data'), PORT: String(port) });
+  t.teardown(() => started.child.kill('SIGKILL'));
+  t.equal(await started.exit, 1, 'exit 1');
+  t.match(started.stdout().trim(), new RegExp(`^start failed: port ${port} on 127\\.0\\.0\\.1 is in use: stop what uses it, or set PORT$`), 'one line naming the port');
+  t.notOk(existsSync(join(outer, 'data', 'postgres')), 'no PostgreSQL was initialised');
+});
+
+t.test('as root in a folder others cannot enter, with no DATA_DIR: the data goes under /var/lib/plinth', { skip: process.getuid?.() !== 0 ? 'not root' : false, timeout: 170_000 }, async (t) => {
+  const closed = mkdtempSync(join(tmpdir(), 'plinth-home-')); // 0700, like /root
+  const port = await freePort();
+  const child = spawn(process.execPath, [MAIN], { cwd: closed, env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', PORT: String(port) } });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  let moved: string | null = null;
+  t.teardown(async () => {
+    child.kill('SIGKILL');
+    rmSync(closed, { recursive: true, force: true });
+    if (moved?.startsWith('/var/lib/plinth/')) rmSync(moved, { recursive: true, force: true });
+  });
+  t.ok(await waitHealthy(`http://127.0.0.1:${port}`, 120_000), 'healthy without a chmod');
+  moved = /^data folder: (\S+)/m.exec(out)?.[1] ?? null;
+  t.match(moved, /^\/var\/lib\/plinth\/plinth-home-\w+-[0-9a-f]{8}$/, 'one folder per checkout, printed');
+  t.ok(existsSync(join(moved!, 'postgres', 'PG_VERSION')), 'the cluster lives there');
+  t.equal(statSync(closed).mode & 0o777, 0o700, 'the closed folder stays closed');
+  child.kill('SIGTERM');
+  t.equal(await exit, 0);
 });

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { startApp, type TestApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { userToken } from '../rest/helpers.ts';
-import { closedPort, loopbackRuntime } from './helpers.ts';
+import { closedPort, loopbackRuntime, rawGet } from './helpers.ts';
 
 const runtime = await loopbackRuntime(
   {
@@ -61,7 +61,8 @@ await db.sql`
     ('open', 'deno', 'active', false),
     ('retired', 'deno', 'disabled', false),
     ('ghost', 'deno', 'active', true)`;
-const app: TestApp = await startApp(t, { db, env: { EDGE_RUNTIME_URL: runtime.url, FUNCTIONS_TIMEOUT_MS: '400' } });
+const RUNTIME_SECRET = 'an-external-runtime-secret-0123456789';
+const app: TestApp = await startApp(t, { db, env: { EDGE_RUNTIME_URL: runtime.url, FUNCTIONS_TIMEOUT_MS: '400', EDGE_RUNTIME_SECRET: RUNTIME_SECRET } });
 const anon = { apikey: app.config.anonKey };
 
 t.test('method, path suffix, query, body and headers reach the runtime; status, headers and body come back', async (t) => {
@@ -162,13 +163,46 @@ t.test('verify_jwt = true: a credential that verifies, or 401 and the runtime is
   t.equal((await app.call('POST', '/functions/v1/echo', { token: app.serviceKey, body: {} })).status, 201, 'the service-role key');
 });
 
-t.test('verify_jwt = false: no credential check', async (t) => {
+t.test('verify_jwt = false: no credential check, and a credential that does not verify is not forwarded', async (t) => {
   const none = await app.call('GET', '/functions/v1/open');
   t.equal(none.status, 200);
   t.same(none.body, { open: true });
-  const bad = await app.call('GET', '/functions/v1/open', { token: 'garbage' });
+  const bad = await app.call('GET', '/functions/v1/open', { token: 'garbage', apikey: 'garbage' });
   t.equal(bad.status, 200, 'not even a bad one');
-  t.equal(runtime.seen.at(-1)!.headers.authorization, 'Bearer garbage', 'it is forwarded as sent');
+  t.equal(runtime.seen.at(-1)!.headers.authorization, undefined, 'the bad Authorization is dropped');
+  t.equal(runtime.seen.at(-1)!.headers.apikey, undefined, 'and the bad apikey');
+  const user = await userToken('00000000-0000-4000-8000-00000000000c', { role: 'authenticated' });
+  await app.call('GET', '/functions/v1/open', { token: user, apikey: user });
+  t.equal(runtime.seen.at(-1)!.headers.authorization, `Bearer ${user}`, 'a token that verifies is forwarded');
+  t.equal(runtime.seen.at(-1)!.headers.apikey, undefined, 'a user token is no apikey (only the anon and service-role keys are)');
+});
+
+t.test('plinth names the function and proves itself to the runtime; a caller cannot', async (t) => {
+  await app.call('POST', '/functions/v1/echo/x', {
+    ...anon,
+    body: {},
+    headers: { 'x-plinth-function': 'teapot', 'x-plinth-runtime-secret': 'guess', 'x-plinth-other': 'no' },
+  });
+  const seen = runtime.seen.at(-1)!;
+  t.equal(seen.url, '/echo/x');
+  t.equal(seen.headers['x-plinth-function'], 'echo', "plinth's name, not the caller's");
+  t.equal(seen.headers['x-plinth-runtime-secret'], RUNTIME_SECRET, 'EDGE_RUNTIME_SECRET, not the caller\'s guess');
+  t.equal(seen.headers['x-plinth-other'], undefined, 'no x-plinth-* header of the caller goes through');
+
+  const noSecret = await startApp(t, { db, env: { EDGE_RUNTIME_URL: runtime.url } });
+  await noSecret.call('GET', '/functions/v1/open', { headers: { 'x-plinth-runtime-secret': 'guess' } });
+  t.equal(runtime.seen.at(-1)!.headers['x-plinth-runtime-secret'], undefined, 'without EDGE_RUNTIME_SECRET none is sent');
+  t.equal(runtime.seen.at(-1)!.headers['x-plinth-function'], 'open');
+});
+
+t.test('a suffix that climbs out of the function: 400, the runtime is not called', async (t) => {
+  const before = runtime.seen.length;
+  for (const path of ['/functions/v1/open/%2e%2e/echo', '/functions/v1/open/..%2Fecho', '/functions/v1/open/a/%2E./..']) {
+    const r = await rawGet(app.url, path);
+    t.equal(r.status, 400, path);
+    t.same(JSON.parse(r.body), { error: 'invalid function path' });
+  }
+  t.equal(runtime.seen.length, before, 'the runtime saw none of them');
 });
 
 t.test('unknown and inactive names: 404 function not found', async (t) => {

@@ -1,8 +1,9 @@
 /**
  * Helpers of the edge functions tests: a loopback edge runtime (a real node:http server
- * that records what it was sent), catalog rows, and waiting for a condition with a deadline.
+ * that records what it was sent), catalog rows, a request whose path is sent exactly as
+ * written, and waiting for a condition with a deadline.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface Seen {
@@ -80,4 +81,24 @@ export async function closedPort(): Promise<number> {
   const port = (s.address() as AddressInfo).port;
   await new Promise<void>((resolve) => s.close(() => resolve()));
   return port;
+}
+
+export interface RawResult {
+  status: number;
+  body: string;
+}
+
+/** A GET whose path goes on the request line exactly as written (fetch would resolve `..` and `%2e%2e` first). */
+export function rawGet(base: string, path: string, headers: Record<string, string> = {}): Promise<RawResult> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: u.hostname, port: u.port, path, method: 'GET', headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }

@@ -9,9 +9,8 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
-import { watch as gmWatch } from 'graphile-migrate';
 import { createLogger } from '../../src/core/log.ts';
-import { MIGRATIONS_FOLDER, migrateSettings, runAllMigrations } from '../../src/core/migrate.ts';
+import { applyPlinthCurrent, MIGRATIONS_FOLDER, runAllMigrations } from '../../src/core/migrate.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const HELPERS_SQL = join(ROOT, 'test/sql/_helpers.sql');
@@ -48,6 +47,7 @@ export function templateName(): string {
     h.update(readFileSync(f));
   }
   h.update(readFileSync(join(ROOT, 'node_modules/graphile-worker/package.json')));
+  h.update(readFileSync(join(ROOT, 'src/core/migrate.ts'))); // how the chains are applied
   return `plinth_tpl_${h.digest('hex').slice(0, 12)}`;
 }
 
@@ -72,8 +72,8 @@ export async function ensureTemplate(): Promise<string> {
         create extension if not exists pgtap schema extensions;
         create extension if not exists dblink schema extensions;`);
       await runAllMigrations(url, 'anonymous', log);
-      // Work in progress in current.sql is part of what tests see (graphile-migrate watch --once).
-      await gmWatch(migrateSettings(url, 'anonymous', log), true);
+      // Work in progress in plinth's current.sql is part of what tests see.
+      await applyPlinthCurrent(url, 'anonymous');
       await db.unsafe(readFileSync(HELPERS_SQL, 'utf8'));
     } finally {
       await db.end();

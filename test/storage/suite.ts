@@ -373,6 +373,102 @@ export function storageSuite(t: T, backend: BackendName): void {
     t.equal((await res.arrayBuffer()).byteLength, 0, 'HEAD has no body');
   });
 
+  t.test('stored script: every download is nosniff and sandboxed, active types are attachments, the extension wins', async (t) => {
+    const { app, alice, svc, mkBucket, put, get } = await setup(t, backend);
+    await mkBucket({ id: 'files' });
+    await mkBucket({ id: 'pub', public: true });
+    await mkBucket({ id: 'images', allowed_mime_types: ['image/png'] });
+    const SCRIPT = '<html><body><script>document.title = "pwned"</script></body></html>';
+    const SANDBOX = "default-src 'none'; sandbox";
+    const typeOf = async (bucket: string, name: string) =>
+      ((await app.db.sql`select mime_type from storage.objects where bucket_id = ${bucket} and name = ${name}`)[0] as { mime_type: string }).mime_type;
+    /** The download headers that matter here, with the body read. */
+    const headersOf = async (r: Awaited<ReturnType<typeof get>>) => {
+      await r.arrayBuffer();
+      return {
+        status: r.status,
+        type: r.headers.get('content-type'),
+        nosniff: r.headers.get('x-content-type-options'),
+        csp: r.headers.get('content-security-policy'),
+        disposition: r.headers.get('content-disposition'),
+      };
+    };
+    const inline = (type: string) => ({ status: 200, type, nosniff: 'nosniff', csp: SANDBOX, disposition: null });
+    const attached = (type: string, file: string, status = 200) => ({
+      status,
+      type,
+      nosniff: 'nosniff',
+      csp: SANDBOX,
+      disposition: `attachment; filename="${file}"; filename*=UTF-8''${encodeURIComponent(file)}`,
+    });
+
+    // The attack of the review: HTML declared for a name that says PNG.
+    t.equal((await put('files/evil.png', alice, SCRIPT, { 'content-type': 'text/html' })).status, 200, 'the upload succeeds');
+    t.equal(await typeOf('files', 'evil.png'), 'image/png', 'stored with the type of its extension');
+    t.same(await headersOf(await get('files/evil.png', alice)), inline('image/png'), 'served as an image, never sniffed');
+
+    // The other way round: a declared image type does not make an .html file passive (nor pass a bucket's list).
+    t.equal((await put('files/evil.html', alice, SCRIPT, { 'content-type': 'image/png' })).status, 200);
+    t.equal(await typeOf('files', 'evil.html'), 'text/html');
+    t.same(await headersOf(await get('files/evil.html', alice)), attached('text/html', 'evil.html'));
+    const refused = await put('images/evil.html', alice, SCRIPT, { 'content-type': 'image/png' });
+    t.equal(refused.status, 415, "allowed_mime_types judges the extension's type");
+    t.same(await refused.json(), { error: 'mime type not allowed' });
+
+    // Every type a browser runs is an attachment, whatever the bucket or the way it is read.
+    for (const [name, declared, stored] of [
+      ['page.html', 'text/html; charset=utf-8', 'text/html; charset=utf-8'],
+      ['page.xhtml', undefined, 'application/xhtml+xml'],
+      ['pic.svg', 'image/svg+xml', 'image/svg+xml'],
+      ['data.xml', 'text/xml', 'text/xml'],
+      ['feed.atom', undefined, 'application/atom+xml'],
+      ['app.js', 'application/javascript', 'application/javascript'],
+      ['mod.mjs', undefined, 'text/javascript'],
+      ['noext', 'text/html', 'text/html'],
+    ] as const) {
+      t.equal((await put(`pub/${name}`, alice, SCRIPT, declared ? { 'content-type': declared } : {})).status, 200, `${name} uploaded`);
+      t.same(await headersOf(await get(`pub/${name}`, app.anonKey)), attached(stored, name), `${name}: public GET`);
+      t.same(await headersOf(await get(`pub/${name}`, alice)), attached(stored, name), `${name}: authenticated GET`);
+      t.same(await headersOf(await get(`pub/${name}`, svc, { range: 'bytes=0-9' })), attached(stored, name, 206), `${name}: a range`);
+      const head = await settled(await app.fetch(`/storage/v1/object/pub/${name}`, { method: 'HEAD', headers: { authorization: `Bearer ${alice}` } }));
+      t.same(await headersOf(head), attached(stored, name), `${name}: HEAD`);
+      const etag = (await get(`pub/${name}`, alice)).headers.get('etag')!;
+      const notModified = await headersOf(await get(`pub/${name}`, alice, { 'if-none-match': etag }));
+      t.same([notModified.status, notModified.nosniff, notModified.csp, notModified.disposition], [304, 'nosniff', SANDBOX, attached(stored, name).disposition], `${name}: 304`);
+    }
+
+    // Passive types stay inline, still nosniff and sandboxed; a declared passive type stands.
+    t.equal((await put('files/notes.txt', alice, 'x', { 'content-type': 'text/markdown' })).status, 200);
+    t.same(await headersOf(await get('files/notes.txt', alice)), inline('text/markdown'));
+    t.equal((await put('files/raw.bin', alice, 'x')).status, 200);
+    t.same(await headersOf(await get('files/raw.bin', alice)), inline('application/octet-stream'));
+
+    // A browser reads `text/plain;a=b, text/html` as HTML: the stored type keeps type/subtype and charset only.
+    t.equal((await put('files/trick', alice, SCRIPT, { 'content-type': 'text/plain;a=b, text/html' })).status, 200);
+    t.equal(await typeOf('files', 'trick'), 'text/plain');
+    t.equal((await put('files/trick2', alice, SCRIPT, { 'content-type': 'TEXT/PLAIN; Charset="utf-8"; x=", text/html"' })).status, 200);
+    t.equal(await typeOf('files', 'trick2'), 'text/plain; charset=utf-8');
+
+    // Multipart: the part's type meets the same rule.
+    const form = new FormData();
+    form.append('file', new Blob([SCRIPT], { type: 'text/html' }), 'evil.png');
+    const mp = await settled(await app.fetch('/storage/v1/object/files/multi/evil.png', { method: 'POST', headers: { authorization: `Bearer ${alice}` }, body: form }));
+    t.equal(mp.status, 200);
+    t.equal(await typeOf('files', 'multi/evil.png'), 'image/png');
+
+    // Rows stored before this rule: the download headers hold on their own.
+    await app.db.sql`update storage.objects set mime_type = 'text/html' where bucket_id = 'files' and name = 'evil.png'`;
+    t.same(await headersOf(await get('files/evil.png', alice)), attached('text/html', 'evil.png'), 'an HTML row named .png: an attachment');
+    await app.db.sql`update storage.objects set mime_type = 'text/plain;a=b, text/html' where bucket_id = 'files' and name = 'notes.txt'`;
+    t.same(await headersOf(await get('files/notes.txt', alice)), inline('text/plain'), 'a stored list of types: only the first, as plinth reads it');
+
+    // A file name that is not plain ASCII: a safe quoted name and the exact one in UTF-8.
+    const odd = 'dir/ünï "q";x.html';
+    t.equal((await put(`files/${odd.split('/').map(encodeURIComponent).join('/')}`, alice, SCRIPT)).status, 200);
+    const oddHeaders = await headersOf(await get(`files/${odd.split('/').map(encodeURIComponent).join('/')}`, alice));
+    t.equal(oddHeaders.disposition, `attachment; filename="_n_ _q_;x.html"; filename*=UTF-8''%C3%BCn%C3%AF%20%22q%22%3Bx.html`);
+  });
+
   t.test('a 20 MiB round trip, past MAX_BODY_BYTES, by sha256', async (t) => {
     const { app, alice, mkBucket, put, get } = await setup(t, backend);
     await mkBucket({ id: 'big' });

@@ -97,7 +97,7 @@ t.test('retries', async (t) => {
     });
     t.equal(d.attempts.length, 2);
     t.same([d.attempts[0].status, d.attempts[0].error], [null, 'timeout after 400 ms']);
-    t.ok(d.attempts[0].duration_ms >= 390 && d.attempts[0].duration_ms < 2000, `the attempt lasted the timeout (${d.attempts[0].duration_ms} ms)`);
+    t.ok(d.attempts[0].duration_ms >= 390, `the attempt lasted at least the timeout (${d.attempts[0].duration_ms} ms)`);
     t.equal(d.attempts[1].status, 200);
   });
 });

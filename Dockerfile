@@ -1,0 +1,37 @@
+# plinth's container image.
+#   docker build -t plinth .
+#   docker run -e DATABASE_URL=postgres://… -e JWT_SECRET=… -p 8000:8000 plinth
+# The image runs against a PostgreSQL of yours (DATABASE_URL): the embedded PostgreSQL of
+# `npm start` is for a bare machine, not for a container.
+
+# 1. Dependencies, installed once at build time (production only). The native addons
+#    (argon2) and the Deno binary of the edge runtime come from the npm registry.
+FROM node:24-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY scripts ./scripts
+RUN npm ci --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
+
+# 2. The runtime: the service's files and its dependencies, run as the unprivileged `node` user.
+FROM node:24-bookworm-slim
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8000 \
+    DATA_DIR=/data \
+    FUNCTIONS_DIR=/app/functions
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json ./
+COPY src ./src
+COPY sql ./sql
+RUN mkdir -p /data /app/functions /app/migrations && chown node:node /data
+USER node
+EXPOSE 8000
+VOLUME ["/data"]
+# Readiness: 200 once the service is up and its database answers.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8000)+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# node runs as PID 1 with no npm or shell in between, so `docker stop` (SIGTERM) reaches the
+# service, which drains and exits 0. The flags are npm start's (test/core/container.test.ts).
+CMD ["node", "--min-semi-space-size=16", "--max-semi-space-size=32", "src/main.ts"]

@@ -1,0 +1,15 @@
+/**
+ * graphile-worker's schema and plinth's chain, on the database graphile-migrate names in
+ * GM_DBURL: the application's shadow database after a reset (scripts/chains.ts).
+ */
+import { parseConfig } from '../src/core/config.ts';
+import { createLogger } from '../src/core/log.ts';
+import { runAllMigrations } from '../src/core/migrate.ts';
+
+const url = process.env.GM_DBURL;
+if (!url) {
+  process.stderr.write('migrate-plinth: GM_DBURL is not set (graphile-migrate sets it for afterReset)\n');
+  process.exit(1);
+}
+const config = parseConfig(process.env);
+await runAllMigrations(url, config.anonymousRole, createLogger(config.logLevel), { appFolder: null });
