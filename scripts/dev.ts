@@ -30,6 +30,9 @@ const env = {
   MIGRATE_ON_START: 'false',
 };
 process.stdout.write(`DATABASE_URL=${dbs.url}\nwatching ${config.migrationsDir}/current.sql\n`);
+// The service prints only fingerprints when DATABASE_URL is set, as it is here; the
+// developer loop on the embedded database is a development start, so the keys are shown.
+if (config.databaseUrl === null) process.stdout.write(`ANON_KEY=${config.anonKey}\nSERVICE_ROLE_KEY=${config.serviceRoleKey}\n`);
 
 const children: ChildProcess[] = [
   spawn(process.execPath, [...startFlags(), '--watch', '--watch-path=src', 'src/main.ts'], { stdio: 'inherit', env }),

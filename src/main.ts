@@ -5,6 +5,7 @@
  * the signal, in-flight statements are cancelled and connections closed (one log line says
  * how many requests were cut); if closing still has not finished 5 s later, exit 1.
  */
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:net';
 import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
 import { createLogger } from './core/log.ts';
@@ -46,7 +47,7 @@ const embeddedModule = process.env.DATABASE_URL ? null : await import('./core/em
 const movedDataDir = embeddedModule?.rootDataDir(process.env) ?? null;
 if (movedDataDir) process.env.DATA_DIR = movedDataDir;
 const config = await loadOrExit();
-const log = createLogger(config.logLevel);
+const log = createLogger(config.logLevel, { development: config.devMode });
 
 let embedded: Embedded | null = null;
 let service: Service | null = null;
@@ -77,6 +78,35 @@ async function cut(): Promise<void> {
   const requests = (await service?.cut()) ?? 0;
   log.warn({ requests, timeout_ms: config.shutdownTimeoutMs }, `shutdown deadline reached: ${requests} requests cut, in-flight statements cancelled`);
 }
+
+/** The first 8 hex digits of a key's SHA-256: enough to tell which key is in use, nothing to sign with. */
+function fingerprint(key: string): string {
+  return createHash('sha256').update(key).digest('hex').slice(0, 8);
+}
+
+/**
+ * The start-up lines on stdout. The keys themselves only at the embedded development
+ * start (contract §1: DATABASE_URL unset), where stdout is a developer's terminal; any
+ * other start prints a fingerprint per key, since stdout is then usually a log collector
+ * and the service-role key bypasses every policy for ten years.
+ */
+function banner(url: string, embeddedUrl: string | null): string[] {
+  const keys =
+    embeddedUrl !== null
+      ? [`ANON_KEY=${config.anonKey}`, `SERVICE_ROLE_KEY=${config.serviceRoleKey}`]
+      : [
+          `ANON_KEY sha256:${fingerprint(config.anonKey)}`,
+          `SERVICE_ROLE_KEY sha256:${fingerprint(config.serviceRoleKey)}`,
+          `(keys are not printed when DATABASE_URL is set; compare yours with: printf %s "$KEY" | sha256sum | cut -c1-8)`,
+        ];
+  return [
+    `plinth listening on ${url}`,
+    ...(embeddedUrl !== null ? [`DATABASE_URL=${embeddedUrl}  (embedded PostgreSQL, data in ${config.dataDir})`] : []),
+    ...keys,
+    ...(config.devMode ? [`development mode: JWT_SECRET is unset; a generated secret is kept in ${config.dataDir}`] : []),
+  ];
+}
+
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));
 
@@ -101,14 +131,7 @@ try {
   }
   await checkDatabase(databaseUrl, config.anonymousRole);
   service = await startService(config, log, { databaseUrl });
-  const lines = [
-    `plinth listening on ${service.url}`,
-    ...(embedded ? [`DATABASE_URL=${databaseUrl}  (embedded PostgreSQL, data in ${config.dataDir})`] : []),
-    `ANON_KEY=${config.anonKey}`,
-    `SERVICE_ROLE_KEY=${config.serviceRoleKey}`,
-    ...(config.devMode ? [`development mode: JWT_SECRET is unset; a generated secret is kept in ${config.dataDir}`] : []),
-  ];
-  process.stdout.write(lines.join('\n') + '\n');
+  process.stdout.write(banner(service.url, embedded ? databaseUrl : null).join('\n') + '\n');
 } catch (err) {
   // A problem the operator must fix (EmbeddedError, StartError) is one line, without a stack.
   if (!(err instanceof Error && (err.name === 'EmbeddedError' || err.name === 'StartError'))) log.fatal({ err }, 'start failed');

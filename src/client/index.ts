@@ -81,6 +81,8 @@ export class PlinthClient {
     this.rest = new PostgrestClient(`${this.url}/rest/v1`, { fetch: restFetch });
     auth.onAuthStateChange((event) => {
       if (event === 'SIGNED_IN' || event === 'SIGNED_OUT') for (const l of this.lives) l.reconnect();
+      // The open sockets get the fresh token before the old one expires (the server closes them at its exp).
+      if (event === 'TOKEN_REFRESHED') for (const l of this.lives) void l.reauthenticate();
     });
   }
 

@@ -1,7 +1,11 @@
 /**
  * Live queries over WebSocket (interface §4.9, §6.2; contract §5 "Live queries"): one
  * connection to `/ws/{queryId}` with the session's token, reconnecting with backoff and a
- * fresh token, and a result set kept for the caller. Deltas are applied; a `seq` gap, an
+ * fresh token, and a result set kept for the caller. The token travels in the
+ * `Sec-WebSocket-Protocol` header (subprotocols `plinth` and `base64url.bearer.<token>`),
+ * never in the URL, where proxies and servers log it; a refreshed token is sent on the open
+ * socket as `{type: auth, token}`, so the socket outlives the token it opened with (the
+ * server closes a socket with 4001 when its token expires). Deltas are applied; a `seq` gap, an
  * `overflow` or an `invalidated` calls the caller's `refetch()` and replaces the rows.
  * Broadcast and presence ride on the same connection (the channel is the query id).
  */
@@ -88,7 +92,15 @@ export interface WebSocketLike {
   onclose: ((ev: { code?: number; reason?: string }) => void) | null;
   onerror: ((ev: unknown) => void) | null;
 }
-export type WebSocketConstructor = new (url: string) => WebSocketLike;
+export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
+
+/** The subprotocols that carry `token`: `plinth` (echoed by the server) and the token, base64url. */
+export function bearerProtocols(token: string): string[] {
+  let binary = '';
+  for (const b of new TextEncoder().encode(token)) binary += String.fromCharCode(b);
+  const encoded = btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  return ['plinth', `base64url.bearer.${encoded}`];
+}
 
 export type RefetchResult = Row[] | { data: Row[] | null; error: unknown } | null | undefined;
 
@@ -194,10 +206,9 @@ export class LiveQuery {
     this.emit('status', s);
   }
 
-  private socketUrl(token: string): string {
+  private socketUrl(): string {
     const u = new URL(`${this.deps.url}/ws/${encodeURIComponent(this.queryId)}`);
     u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
-    u.searchParams.set('token', token);
     return u.toString();
   }
 
@@ -218,7 +229,7 @@ export class LiveQuery {
     }
     let ws: WebSocketLike;
     try {
-      ws = new WS(this.socketUrl(token));
+      ws = new WS(this.socketUrl(), bearerProtocols(token));
     } catch (e) {
       this.emit('error', networkError(e));
       this.scheduleReconnect();
@@ -276,6 +287,23 @@ export class LiveQuery {
     this.reconnectTimer = null;
     this.attempt = 0;
     void this.connect();
+  }
+
+  /**
+   * Send the session's current token on the open socket (after a refresh): the server then
+   * keeps the socket past the expiry of the token it opened with. False when not connected.
+   */
+  async reauthenticate(): Promise<boolean> {
+    const ws = this.ws;
+    if (!ws || this._status !== 'subscribed') return false;
+    let token: string | null;
+    try {
+      token = await this.deps.getToken();
+    } catch {
+      return false;
+    }
+    if (token === null || this.ws !== ws) return false;
+    return this.send({ type: 'auth', token });
   }
 
   private handle(msg: Record<string, unknown>, token: string): void {

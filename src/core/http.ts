@@ -15,6 +15,8 @@ import { AppError, ERRORS, isConnectionError, pgErrorToAppError } from './errors
 
 const CORS_METHODS = 'GET, POST, PATCH, DELETE, OPTIONS';
 const CORS_HEADERS = 'authorization, apikey, content-type, prefer, range, x-upsert, x-client-info';
+/** Sent on every response when API_EXTERNAL_URL is https: browsers then refuse plain http to this host for a year. */
+const HSTS = 'max-age=31536000; includeSubDomains';
 
 /**
  * The client address, the one every per-IP limit and the function forwarder use: fastify's
@@ -151,7 +153,7 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
  * client still sends until it closes (or 2 s), so the client reads the reply instead of a
  * reset. Nothing of the input is echoed; the log line has no stack.
  */
-function clientErrorHandler(log: Logger): (err: NodeJS.ErrnoException, socket: Socket) => void {
+function clientErrorHandler(log: Logger, hsts: boolean): (err: NodeJS.ErrnoException, socket: Socket) => void {
   const handled = new WeakSet<Socket>();
   return (err, socket) => {
     if (handled.has(socket)) return;
@@ -174,7 +176,7 @@ function clientErrorHandler(log: Logger): (err: NodeJS.ErrnoException, socket: S
     socket.on('error', () => {});
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        `Content-Length: ${Buffer.byteLength(body)}\r\n${hsts ? `Strict-Transport-Security: ${HSTS}\r\n` : ''}Connection: close\r\n\r\n${body}`,
     );
     setTimeout(() => socket.destroy(), 2000).unref();
   };
@@ -193,6 +195,7 @@ declare module 'fastify' {
 }
 
 export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
+  const hsts = new URL(config.apiExternalUrl).protocol === 'https:';
   const app: FastifyInstance = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     childLoggerFactory: (logger, bindings, opts) => lazyChildLogger(logger as Logger, bindings, opts) as FastifyBaseLogger,
@@ -204,8 +207,11 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
     // `Connection: close` to them.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    frameworkErrors: (err, _req, reply) => sendError(reply, toAppError(err)),
-    clientErrorHandler: clientErrorHandler(log),
+    frameworkErrors: (err, _req, reply) => {
+      if (hsts) reply.header('Strict-Transport-Security', HSTS);
+      return sendError(reply, toAppError(err));
+    },
+    clientErrorHandler: clientErrorHandler(log, hsts),
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 1000 },
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: false } },
   });
@@ -248,6 +254,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   const allowed = new Set([...config.allowedOrigins, new URL(config.siteUrl).origin]);
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (req, reply, next) => {
+    if (hsts) reply.header('Strict-Transport-Security', HSTS);
     // Shutting down: requests still arriving on kept-alive connections are refused.
     if (state.closing) {
       sendError(reply, ERRORS.shuttingDown());

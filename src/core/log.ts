@@ -1,20 +1,102 @@
 /**
  * Logging: one pino logger per service instance; fastify uses the same one.
  * Errors are logged with their SQLSTATE `code` and `constraint_name`, never sent to clients.
+ *
+ * Secrets are kept out of the log in three layers:
+ * - credential headers and `password` / `token` / `refresh_token` fields are censored;
+ * - the request line (LOG_LEVEL=debug or trace) carries its URL with the values of
+ *   credential-bearing query parameters (`token`, `apikey`, `code`, `state`, …) replaced;
+ * - outside development mode, a backstop: mail objects' `text`, `html`, `body` and `link`
+ *   are censored, and any `token=<value>` (and the other names) inside a URL anywhere on a
+ *   line, message included, loses its value. In development mode (no JWT_SECRET) the mail
+ *   log is how a developer without SMTP reads their links, so the backstop is off there.
  */
 import { pino } from 'pino';
 
 export type Logger = pino.Logger;
 
-export function createLogger(level: string): Logger {
-  return pino({
+export interface LoggerOptions {
+  /** Development mode (JWT_SECRET unset): emailed links may be logged. Default false. */
+  development?: boolean;
+  /** Where lines go (default stdout). */
+  destination?: pino.DestinationStream;
+}
+
+const CENSOR = '[redacted]';
+
+/** Query parameters whose values are credentials or would let someone finish a sign-in. */
+const SECRET_PARAMS = new Set(['token', 'token_hash', 'apikey', 'code', 'state', 'access_token', 'refresh_token', 'id_token', 'password', 'secret']);
+
+/** The same names inside a URL in any text (after `?`, `&`, `#` or the `;` of `&amp;`). */
+const SECRET_IN_URL = /([?&#;](?:token|token_hash|apikey|code|state|access_token|refresh_token|id_token|password|secret)=)[^&#;\s"'\\<>]+/gi;
+
+/** A request URL with the values of credential-bearing query parameters replaced by `[redacted]`. */
+export function redactUrl(url: string): string {
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const parts = url.slice(q + 1).split('&');
+  let changed = false;
+  for (let i = 0; i < parts.length; i++) {
+    const eq = parts[i].indexOf('=');
+    const raw = eq < 0 ? parts[i] : parts[i].slice(0, eq);
+    let name = raw;
+    try {
+      name = decodeURIComponent(raw.replace(/\+/g, ' '));
+    } catch {
+      /* undecodable: compared as it is */
+    }
+    if (SECRET_PARAMS.has(name.toLowerCase())) {
+      parts[i] = `${raw}=${CENSOR}`;
+      changed = true;
+    }
+  }
+  return changed ? `${url.slice(0, q)}?${parts.join('&')}` : url;
+}
+
+/** Any text with the values of `token=` (and the other names) inside URLs replaced. */
+export function redactText(text: string): string {
+  return text.includes('=') ? text.replace(SECRET_IN_URL, `$1${CENSOR}`) : text;
+}
+
+interface LoggedRequest {
+  method?: string;
+  url?: string;
+  host?: string;
+  ip?: string;
+  socket?: { remotePort?: number };
+}
+
+const MAIL_FIELDS = ['text', 'html', 'body', 'link'];
+
+export function createLogger(level: string, opts: LoggerOptions = {}): Logger {
+  const backstop = opts.development !== true;
+  const paths = [
+    'req.headers.authorization',
+    'req.headers.apikey',
+    'req.headers.cookie',
+    'req.headers["sec-websocket-protocol"]',
+    '*.password',
+    '*.token',
+    '*.refresh_token',
+    ...(backstop ? ['link', ...['email', 'mail', 'message'].flatMap((o) => MAIL_FIELDS.map((f) => `${o}.${f}`))] : []),
+  ];
+  const options: pino.LoggerOptions = {
     level,
     base: undefined,
-    redact: {
-      paths: ['req.headers.authorization', 'req.headers.apikey', 'req.headers.cookie', '*.password', '*.token', '*.refresh_token'],
-      censor: '[redacted]',
+    redact: { paths, censor: CENSOR },
+    serializers: {
+      // fastify's request serializer, with the URL's secrets removed.
+      req: (req: LoggedRequest) => ({
+        method: req.method,
+        url: typeof req.url === 'string' ? redactUrl(req.url) : req.url,
+        host: req.host,
+        remoteAddress: req.ip,
+        remotePort: req.socket?.remotePort,
+      }),
     },
-  });
+    ...(backstop ? { hooks: { streamWrite: redactText } } : {}),
+  };
+  return opts.destination ? pino(options, opts.destination) : pino(options);
 }
 
 /**

@@ -7,6 +7,14 @@
  *   PostgreSQL sends for the subscription (delta, invalidated, overflow) on LIVE_CHANNEL,
  *   plus broadcast and presence of the channel `query_id`.
  * - `GET /ws/_presence/{channel}`: client_id → last state, over every instance.
+ * - Credentials of the upgrade: `Authorization: Bearer`, then the `Sec-WebSocket-Protocol`
+ *   entry `base64url.bearer.<token, base64url>` (the way a browser can send a token without
+ *   putting it in the URL, as Kubernetes does; the client offers `plinth` too and only
+ *   `plinth` is echoed back), then `?token=`, the `token` cookie, `apikey`, `?apikey=`.
+ * - A socket is closed with 4001 when its token's `exp` passes. A client may send
+ *   `{type: auth, token}` with a fresher token of the same identity to move that deadline;
+ *   a token that does not verify, names another identity or fails the channel's audience
+ *   closes the socket with 4001 at once.
  *
  * The registry, snapshots and diffs live in SQL (sql/fixtures/live). This instance holds
  * the sockets: one LISTEN (on the service pool's listen connection) for LIVE_CHANNEL and
@@ -33,6 +41,14 @@ const HEARTBEAT_MS = 1000;
 const MAX_FRAME_BYTES = 64 * 1024;
 /** Payload + channel bytes a broadcast may have: the NOTIFY envelope adds about 150. */
 const MAX_BROADCAST_BYTES = 7800;
+/** The subprotocol a client offers and plinth echoes back. */
+export const SUBPROTOCOL = 'plinth';
+/** The prefix of the subprotocol entry that carries the token, base64url-encoded. */
+export const BEARER_PROTOCOL_PREFIX = 'base64url.bearer.';
+/** Close code of a socket whose credential expired or was replaced by one not valid for it. */
+export const CLOSE_TOKEN_EXPIRED = 4001;
+/** setTimeout's longest delay; a later deadline (the anon key lives ten years) is re-armed. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export const LIVE_ERRORS = {
   subscriptionNotFound: () => new AppError(404, 'subscription not found'),
@@ -50,6 +66,26 @@ function queryParam(req: FastifyRequest, name: string): string | undefined {
   if (Array.isArray(v)) return typeof v[0] === 'string' ? v[0] : undefined;
   return typeof v === 'string' && v !== '' ? v : undefined;
 }
+
+/**
+ * The token of a `base64url.bearer.<token>` entry of Sec-WebSocket-Protocol; undefined
+ * when there is none. An entry that is not base64url is an invalid token.
+ */
+function protocolToken(req: FastifyRequest): string | undefined {
+  const header = req.headers['sec-websocket-protocol'];
+  if (typeof header !== 'string') return undefined;
+  for (const entry of header.split(',')) {
+    const p = entry.trim();
+    if (!p.startsWith(BEARER_PROTOCOL_PREFIX)) continue;
+    const encoded = p.slice(BEARER_PROTOCOL_PREFIX.length);
+    if (!/^[A-Za-z0-9_-]+$/.test(encoded)) throw ERRORS.invalidToken();
+    return Buffer.from(encoded, 'base64url').toString('utf8');
+  }
+  return undefined;
+}
+
+/** The credential each admitted upgrade was let in with, for its socket. */
+const admitted = new WeakMap<FastifyRequest, Credential>();
 
 function cookie(req: FastifyRequest, name: string): string | undefined {
   const raw = req.headers.cookie;
@@ -205,12 +241,12 @@ export class LiveService {
     }
   }
 
-  /** The caller's credential for /ws: Bearer, ?token=, the token cookie, apikey, ?apikey=. */
+  /** The caller's credential for /ws: Bearer, the bearer subprotocol, ?token=, the token cookie, apikey, ?apikey=. */
   async credential(req: FastifyRequest): Promise<Credential> {
     const { credentials, config } = this.deps;
     const auth = req.headers.authorization;
     if (auth !== undefined && auth !== '') return (await credentials.fromHeaders(req.headers))!;
-    const token = queryParam(req, 'token') ?? cookie(req, 'token');
+    const token = protocolToken(req) ?? queryParam(req, 'token') ?? cookie(req, 'token');
     if (token !== undefined) return credentials.verify(token);
     const headerKey = req.headers.apikey;
     const apikey = typeof headerKey === 'string' && headerKey !== '' ? headerKey : queryParam(req, 'apikey');
@@ -260,9 +296,56 @@ export class LiveService {
     return cred;
   }
 
-  /** A new socket on `channel`. */
-  connect(ws: WebSocket, channel: string): void {
+  /** A new socket on `channel`, let in with `cred`. */
+  connect(ws: WebSocket, channel: string, cred: Credential): void {
     const client = this.hub.add(channel, ws);
+    // The socket lives as long as its credential: closed with 4001 at `exp`.
+    let current = cred;
+    let expiry: NodeJS.Timeout | null = null;
+    let authRunning = false;
+    let authPending: string | null = null;
+    const arm = () => {
+      if (expiry !== null) clearTimeout(expiry);
+      expiry = null;
+      if (!Number.isFinite(current.exp)) return;
+      const ms = current.exp * 1000 - Date.now();
+      if (ms <= 0) {
+        ws.close(CLOSE_TOKEN_EXPIRED, 'token expired');
+        return;
+      }
+      expiry = setTimeout(() => (ms > MAX_TIMER_MS ? arm() : ws.close(CLOSE_TOKEN_EXPIRED, 'token expired')), Math.min(ms, MAX_TIMER_MS));
+      expiry.unref();
+    };
+    arm();
+    // One auth message is checked at a time (each costs a database round trip); of those
+    // that arrive meanwhile only the latest is checked next, and a verdict is dropped when
+    // a later message arrived while it was reached.
+    const reauthenticate = async (token: string) => {
+      if (authRunning) {
+        authPending = token;
+        return;
+      }
+      authRunning = true;
+      try {
+        for (let next: string | null = token; next !== null; next = authPending) {
+          authPending = null;
+          const verdict = await this.reauthenticate(channel, current, next);
+          if (ws.readyState !== ws.OPEN) return;
+          if (authPending !== null) continue; // a later message decides
+          if (verdict === null) {
+            ws.close(CLOSE_TOKEN_EXPIRED, 'invalid token');
+            return;
+          }
+          // 'unavailable' (the database is away): the current deadline stands.
+          if (verdict !== 'unavailable') {
+            current = verdict;
+            arm();
+          }
+        }
+      } finally {
+        authRunning = false;
+      }
+    };
     ws.on('pong', () => {
       client.alive = true;
     });
@@ -275,6 +358,11 @@ export class LiveService {
         return;
       }
       if (msg === null || typeof msg !== 'object') return;
+      if (msg.type === 'auth') {
+        const token = (msg as { token?: unknown }).token;
+        void reauthenticate(typeof token === 'string' ? token : '');
+        return;
+      }
       if (msg.type === 'broadcast' && 'payload' in msg) {
         const payload = JSON.stringify(msg.payload ?? null);
         // What cannot fit a NOTIFY payload (8000 bytes with the envelope) is dropped here.
@@ -295,6 +383,8 @@ export class LiveService {
       }
     });
     ws.on('close', () => {
+      if (expiry !== null) clearTimeout(expiry);
+      expiry = null;
       this.hub.remove(client);
       if (client.state !== null) {
         client.state = null;
@@ -307,6 +397,29 @@ export class LiveService {
       }
     });
     this.hub.send(client, JSON.stringify({ type: 'subscribed', query_id: channel, client_id: client.id }));
+  }
+
+  /**
+   * The credential of an `auth` message: a token that verifies, of the same role and user
+   * as the socket's, whose claims still pass the channel's audience. null: refused;
+   * 'unavailable': the audience could not be checked.
+   */
+  private async reauthenticate(channel: string, current: Credential, token: string): Promise<Credential | null | 'unavailable'> {
+    let next: Credential;
+    try {
+      next = await this.deps.credentials.verify(token);
+    } catch {
+      return null;
+    }
+    if (next.role !== current.role || next.userId !== current.userId) return null;
+    try {
+      const access = await q.access(this.sql, channel, next.claims);
+      if (!access.allowed) return null;
+    } catch (err) {
+      this.deps.log.debug({ err }, 'live: audience check of an auth message failed');
+      return 'unavailable';
+    }
+    return next;
   }
 
   private presence(client: Client, state: string): void {
@@ -368,7 +481,12 @@ export const liveArea: Area = {
     const svc = new LiveService(deps);
     app.decorate('live', svc);
     await app.register(websocket, {
-      options: { maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false },
+      options: {
+        maxPayload: MAX_FRAME_BYTES,
+        perMessageDeflate: false,
+        // Only `plinth` is ever echoed: never the entry that carries the token.
+        handleProtocols: (protocols: Set<string>) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
+      },
       preClose(done) {
         svc.closeSockets().then(() => {
           this.websocketServer.close();
@@ -381,14 +499,17 @@ export const liveArea: Area = {
       method: 'GET',
       url: '/ws/:query_id',
       preValidation: async (req) => {
-        await svc.admit(req, req.params.query_id, req.ws);
+        const cred = await svc.admit(req, req.params.query_id, req.ws);
         if (!req.ws) throw LIVE_ERRORS.upgradeRequired();
+        admitted.set(req, cred);
       },
       handler: async () => {
         throw LIVE_ERRORS.upgradeRequired();
       },
       wsHandler: (socket, req) => {
-        svc.connect(socket, (req.params as { query_id: string }).query_id);
+        const cred = admitted.get(req);
+        if (cred === undefined) return socket.close(1011, 'not admitted'); // every upgrade passes preValidation first
+        svc.connect(socket, (req.params as { query_id: string }).query_id, cred);
       },
     });
 

@@ -34,9 +34,10 @@ async function installLive(page: Page, queryId: string): Promise<void> {
       onmessage: ((e: { data: unknown }) => void) | null = null;
       onclose: ((e: unknown) => void) | null = null;
       onerror: ((e: unknown) => void) | null = null;
-      constructor(url: string) {
+      constructor(url: string, protocols?: string | string[]) {
         w.socketUrls = [...(w.socketUrls ?? []), url];
-        this.ws = new WebSocket(url);
+        this.ws = new WebSocket(url, protocols);
+        this.ws.addEventListener('open', () => (w.socketProtocols = [...(w.socketProtocols ?? []), this.ws.protocol]));
         this.ws.onopen = (e) => this.onopen?.(e);
         this.ws.onclose = (e) => this.onclose?.(e);
         this.ws.onerror = (e) => this.onerror?.(e);
@@ -94,7 +95,8 @@ async function run() {
     await installLive(page, 'items_live');
     await until(page, () => (window as W).q.status === 'subscribed' && (window as W).q.refetches === 1 && (window as W).q.rows.length === 1);
     t.same(await titles(page), ['first'], 'initial rows from refetch');
-    t.match(await page.evaluate(() => (window as W).socketUrls[0]), /\/ws\/items_live\?token=/, 'connected with a token');
+    t.match(await page.evaluate(() => (window as W).socketUrls[0]), /\/ws\/items_live$/, 'the URL carries no token');
+    t.same(await page.evaluate(() => (window as W).socketProtocols), ['plinth'], 'the browser sent it in Sec-WebSocket-Protocol; the server chose plinth');
 
     await sql`insert into public.items values (2, 'second')`;
     await until(page, () => (window as W).q.rows.length === 2);

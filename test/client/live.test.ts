@@ -3,13 +3,16 @@
  * a real WebSocket against a scripted server on loopback (fastify + @fastify/websocket)
  * speaking interface §6.2: deltas applied, duplicates ignored, a seq gap / overflow /
  * invalidated → refetch, deltas arriving during a refetch, broadcast and presence frames,
- * reconnect with backoff and a fresh token, close. The real service is driven in
- * browser-live.test.ts.
+ * reconnect with backoff and a fresh token, close. The token travels in the subprotocols,
+ * not the URL; a refreshed token is sent as an `auth` message. The real service is driven
+ * in browser-live.test.ts.
  */
 import t from 'tap';
 import Fastify from 'fastify';
 import websocket from '@fastify/websocket';
-import { LiveQuery, ResultSet, SeqTracker, type Row } from '../../src/client/index.ts';
+import { SignJWT } from 'jose';
+import { createClient, LiveQuery, ResultSet, SeqTracker, type Row } from '../../src/client/index.ts';
+import { startApp, TEST_JWT_SECRET } from '../helpers/app.ts';
 
 async function waitFor(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
   const end = Date.now() + timeoutMs;
@@ -61,7 +64,16 @@ interface ServerSocket {
 interface Conn {
   socket: ServerSocket;
   token: string;
+  /** The socket's URL (path and query) and the subprotocol the server chose. */
+  url: string;
+  protocol: string;
   frames: any[];
+}
+
+/** The token of a `base64url.bearer.<token>` subprotocol entry ('' when there is none). */
+function protocolToken(header: string | undefined): string {
+  const entry = (header ?? '').split(',').map((p) => p.trim()).find((p) => p.startsWith('base64url.bearer.'));
+  return entry ? Buffer.from(entry.slice('base64url.bearer.'.length), 'base64url').toString() : '';
 }
 
 async function scriptedServer(t: { teardown(fn: () => unknown): void }) {
@@ -77,8 +89,8 @@ async function scriptedServer(t: { teardown(fn: () => unknown): void }) {
   });
   app.get('/ws/:id', { websocket: true }, (socket, req) => {
     attempts++;
-    const token = (req.query as { token?: string }).token ?? '';
-    const conn: Conn = { socket: socket as unknown as ServerSocket, token, frames: [] };
+    const token = protocolToken(req.headers['sec-websocket-protocol']);
+    const conn: Conn = { socket: socket as unknown as ServerSocket, token, url: req.url, protocol: socket.protocol, frames: [] };
     if (refuse) {
       socket.close(1011, 'refused');
       return;
@@ -134,7 +146,9 @@ t.test('LiveQuery over a real WebSocket', async (t) => {
   q.on('broadcast', (payload, from) => broadcasts.push({ payload, from }));
 
   await waitFor(() => q.status === 'subscribed' && q.refetches === 1 && changes.length === 1, 'subscribed and loaded');
-  t.equal(srv.conns[0].token, 'token-1', 'connected with the session token');
+  t.equal(srv.conns[0].token, 'token-1', 'connected with the session token, in the subprotocols');
+  t.equal(srv.conns[0].url, '/ws/todos', 'the URL carries no token');
+  t.equal(srv.conns[0].protocol, 'plinth', 'plinth offered first, so a server echoes it');
   t.equal(q.clientId, 'client-1');
   t.same(q.rows, [{ id: 1, title: 'one' }], 'initial rows from refetch');
   await waitFor(() => srv.presenceCalls.length === 1 && q.presence.earlier !== undefined, 'presence loaded');
@@ -199,12 +213,18 @@ t.test('LiveQuery over a real WebSocket', async (t) => {
   t.same(broadcasts, [{ payload: { yo: true }, from: 'client-x' }]);
   t.same(q.presence, { 'client-x': { name: 'x2' } });
 
+  // A refreshed token is sent on the open socket.
+  t.equal(await q.reauthenticate(), true, 'reauthenticate sends the current token');
+  await waitFor(() => srv.conns[0].frames.length === 3, 'auth frame');
+  t.same(srv.conns[0].frames[2], { type: 'auth', token: 'token-2' });
+  srv.conns[0].frames.pop();
+
   // The server drops the connection: reconnect with a fresh token, re-announce presence, refetch.
   const before = q.refetches;
   table = [{ id: 20, title: 'after reconnect' }];
   srv.conns[0].socket.terminate();
   await waitFor(() => srv.conns.length === 2 && q.status === 'subscribed' && q.refetches === before + 1 && q.rows.length === 1, 'reconnected');
-  t.equal(srv.conns[1].token, 'token-2', 'a fresh token');
+  t.equal(srv.conns[1].token, 'token-3', 'a fresh token');
   t.equal(q.clientId, 'client-2');
   t.same(q.rows, [{ id: 20, title: 'after reconnect' }]);
   await waitFor(() => srv.conns[1].frames.length === 1, 'presence re-sent');
@@ -250,4 +270,88 @@ t.test('refused connections are retried with backoff until closed', async (t) =>
   await waitFor(() => q.status === 'subscribed', 'subscribed once the server accepts');
   t.equal(srv.conns[0].token, 'ANON', 'signed out: the anon key is the token');
   q.close();
+});
+
+t.test('against a real plinth: the token in the subprotocols, 4001 at exp, a refreshed token sent on the socket', async (t) => {
+  const app = await startApp(t);
+  await app.db.sql.unsafe(`create table public.items (id int primary key);
+    grant select on public.items to authenticated;
+    select live.subscribe('items_live', 'select id from public.items');`);
+  const key = new TextEncoder().encode(TEST_JWT_SECRET);
+  const mint = (seconds: number) => {
+    const now = Math.floor(Date.now() / 1000);
+    return new SignJWT({ sub: '6f1c1c2e-0d5e-4c43-9a53-2d3a1d3c9f01', role: 'authenticated', aud: 'authenticated' })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setIssuedAt(now)
+      .setExpirationTime(now + seconds)
+      .sign(key);
+  };
+  const expOf = (token: string) => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).exp as number;
+
+  // Tokens that live 2 s: the socket is closed with 4001 at exp, and the client comes back with a fresh one.
+  const issued: string[] = [];
+  const errors: string[] = [];
+  const short = new LiveQuery(
+    'items_live',
+    { url: app.url, fetch: (i, init) => fetch(i, init), anonKey: app.anonKey, getToken: async () => (issued.push(await mint(2)), issued.at(-1)!) },
+    { minDelayMs: 10, maxDelayMs: 40 },
+  );
+  t.teardown(() => short.close());
+  short.on('error', (e) => errors.push(e.message));
+  await waitFor(() => short.status === 'subscribed', 'subscribed with a token in the subprotocols (JWT_SECRET is set: no credential would be 401)');
+  await waitFor(() => errors.some((m) => m.includes('(4001)')), 'closed with 4001 at exp', 20_000);
+  await waitFor(() => short.status === 'subscribed' && issued.length >= 2, 'reconnected with a fresh token', 20_000);
+  t.pass('4001 at exp, then a reconnect with a fresh token');
+  short.close();
+
+  // A refreshed token sent on the socket keeps it open past the first token's exp.
+  const first = await mint(2);
+  let current = first;
+  const closes: string[] = [];
+  const kept = new LiveQuery(
+    'items_live',
+    { url: app.url, fetch: (i, init) => fetch(i, init), anonKey: app.anonKey, getToken: async () => current },
+    { minDelayMs: 10, maxDelayMs: 40 },
+  );
+  t.teardown(() => kept.close());
+  kept.on('error', (e) => closes.push(e.message));
+  await waitFor(() => kept.status === 'subscribed', 'subscribed');
+  const id = kept.clientId;
+  current = await mint(3600);
+  t.equal(await kept.reauthenticate(), true, 'the refreshed token sent');
+  await waitFor(() => Date.now() > expOf(first) * 1000 + 1500, 'the first token to expire', 20_000);
+  const got: unknown[] = [];
+  kept.on('broadcast', (p) => got.push(p));
+  t.equal(kept.broadcast({ still: 'here' }), true);
+  await waitFor(() => got.length === 1, 'the socket still served');
+  t.equal(kept.clientId, id, 'the same socket, never closed');
+  t.same(closes, [], 'no close');
+  kept.close();
+});
+
+t.test('createClient: a signed-in live query outlives its access tokens (TOKEN_REFRESHED sends the new one)', async (t) => {
+  const app = await startApp(t, { env: { ACCESS_TOKEN_TTL: '4', AUTH_RATE_LIMIT: '0' } });
+  await app.db.sql.unsafe(`create table public.items (id int primary key);
+    grant select on public.items to authenticated;
+    select live.subscribe('items_live', 'select id from public.items');`);
+  const c = createClient(app.url, app.anonKey, { auth: { refreshLeadSeconds: 2 } });
+  const up = await c.auth.signUp({ email: `live-${Date.now()}@example.com`, password: 'correct horse battery' });
+  t.equal(up.error, null, 'signed up and in');
+  const events: string[] = [];
+  c.auth.onAuthStateChange((e) => void events.push(e));
+  const firstExp = up.data!.session!.expires_at;
+  const q = c.live('items_live');
+  t.teardown(() => q.close());
+  const errors: string[] = [];
+  q.on('error', (e) => errors.push(e.message));
+  await waitFor(() => q.status === 'subscribed', 'subscribed');
+  const id = q.clientId;
+  await waitFor(() => Date.now() > (firstExp + 3) * 1000 && events.filter((e) => e === 'TOKEN_REFRESHED').length >= 2, 'two refreshes, past the first token', 30_000);
+  const got: unknown[] = [];
+  q.on('broadcast', (p) => got.push(p));
+  t.equal(q.broadcast({ still: 'here' }), true);
+  await waitFor(() => got.length === 1, 'the socket still served');
+  t.equal(q.clientId, id, 'the same socket all along');
+  t.same(errors, [], 'never closed');
+  await c.auth.signOut();
 });

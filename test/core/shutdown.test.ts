@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../../src/core/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { TEST_JWT_SECRET } from '../helpers/app.ts';
 
@@ -47,11 +48,12 @@ async function start(t: { teardown(fn: () => unknown): void }, db: TestDatabase,
     if (child.exitCode === null) child.kill('SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
   });
-  await waitFor(async () => /plinth listening on (\S+)/.test(out) && /ANON_KEY=(\S+)/.test(out), 30000, () => `start: ${out}${err}`);
+  await waitFor(async () => /plinth listening on (\S+)/.test(out) && /SERVICE_ROLE_KEY\b.*\n/.test(out), 30000, () => `start: ${out}${err}`);
   return {
     child,
     url: /plinth listening on (\S+)/.exec(out)![1],
-    anonKey: /ANON_KEY=(\S+)/.exec(out)![1],
+    // Not printed with DATABASE_URL set: derived from the same secret and DATA_DIR.
+    anonKey: (await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET })).anonKey,
     stdout: () => out,
     exited,
   };

@@ -8,6 +8,8 @@ import type { TestApp } from '../helpers/app.ts';
 
 export interface LiveClient {
   ws: WebSocket;
+  /** The headers of the server's 101 answer. */
+  upgradeHeaders: Record<string, string | string[] | undefined>;
   messages: any[];
   closed: Promise<{ code: number; reason: string }>;
   /** The first message (from now on, or already received and not yet taken) matching `pred`. */
@@ -25,6 +27,8 @@ export interface ConnectOptions {
   headers?: Record<string, string>;
   /** Query string parameters. */
   query?: Record<string, string>;
+  /** Subprotocols offered (Sec-WebSocket-Protocol). */
+  protocols?: string[];
 }
 
 export function wsUrl(app: TestApp, path: string, query?: Record<string, string>): string {
@@ -35,7 +39,9 @@ export function wsUrl(app: TestApp, path: string, query?: Record<string, string>
 
 export function connect(app: TestApp, path: string, opts: ConnectOptions = {}): Promise<LiveClient | Refusal> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(wsUrl(app, path, opts.query), { headers: opts.headers });
+    const ws = new WebSocket(wsUrl(app, path, opts.query), opts.protocols ?? [], { headers: opts.headers });
+    let upgradeHeaders: LiveClient['upgradeHeaders'] = {};
+    ws.on('upgrade', (res) => (upgradeHeaders = res.headers));
     const messages: any[] = [];
     const waiters: Array<{ pred: (m: any) => boolean; resolve: (m: any) => void }> = [];
     ws.on('message', (data) => {
@@ -70,6 +76,7 @@ export function connect(app: TestApp, path: string, opts: ConnectOptions = {}): 
     ws.on('open', () => {
       resolve({
         ws,
+        upgradeHeaders,
         messages,
         closed,
         next(pred = () => true, timeoutMs = 5000) {
