@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:net';
 import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
+import { originsFor } from './core/origins.ts';
 import { createLogger } from './core/log.ts';
 import { runAllMigrations } from './core/migrate.ts';
 import { checkDatabase } from './core/preflight.ts';
@@ -103,6 +104,7 @@ function banner(url: string, embeddedUrl: string | null): string[] {
     `plinth listening on ${url}`,
     ...(embeddedUrl !== null ? [`DATABASE_URL=${embeddedUrl}  (embedded PostgreSQL, data in ${config.dataDir})`] : []),
     ...keys,
+    `allowed origins (CORS and WebSockets): ${originsFor(config).describe()}`,
     ...(config.devMode ? [`development mode: JWT_SECRET is unset; a generated secret is kept in ${config.dataDir}`] : []),
   ];
 }

@@ -11,6 +11,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import type { RuntimeConfig, TrustProxy } from './config.ts';
 import { lazyChildLogger, type Logger } from './log.ts';
 import { requestRole } from './request-role.ts';
+import { originsFor } from './origins.ts';
 import { AppError, ERRORS, isConnectionError, pgErrorToAppError } from './errors.ts';
 
 const CORS_METHODS = 'GET, POST, PATCH, DELETE, OPTIONS';
@@ -251,7 +252,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   });
 
   // CORS (contract §10)
-  const allowed = new Set([...config.allowedOrigins, new URL(config.siteUrl).origin]);
+  const origins = originsFor(config);
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (req, reply, next) => {
     if (hsts) reply.header('Strict-Transport-Security', HSTS);
@@ -261,10 +262,14 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
       return;
     }
     const origin = req.headers.origin;
-    if (origin !== undefined && (config.allowPermissiveCors || allowed.has(origin))) {
-      reply.header('Access-Control-Allow-Origin', origin);
+    if (origin !== undefined) {
+      if (origins.allows(origin)) {
+        reply.header('Access-Control-Allow-Origin', origin);
+        reply.header('Access-Control-Expose-Headers', 'Content-Range');
+      } else if (req.method === 'OPTIONS' || !sameOrigin(origin, req.headers.host)) {
+        origins.refused(origin, req.log, 'a request');
+      }
       reply.header('Vary', 'Origin');
-      reply.header('Access-Control-Expose-Headers', 'Content-Range');
     }
     if (req.method === 'OPTIONS') {
       reply.header('Access-Control-Allow-Methods', CORS_METHODS);
@@ -285,6 +290,11 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   app.setNotFoundHandler((_req, reply) => sendError(reply, ERRORS.notFound()));
 
   return app;
+}
+
+/** A page served by the API itself (same scheme-less host): no CORS needed, nothing to log. */
+function sameOrigin(origin: string, host: string | undefined): boolean {
+  return host !== undefined && (origin === `http://${host}` || origin === `https://${host}`);
 }
 
 /** The privilege a REST method needs on a table. */

@@ -23,6 +23,7 @@
  * PostgreSQL too (NOTIFY, a presence table with instance heartbeats), so every instance
  * on the same database sees them.
  */
+import { originsFor } from '../core/origins.ts';
 import { randomUUID } from 'node:crypto';
 import websocket from '@fastify/websocket';
 import type { FastifyRequest } from 'fastify';
@@ -263,10 +264,13 @@ export class LiveService {
     const origin = req.headers.origin;
     if (origin === undefined) return true; // not a browser
     const { config } = this.deps;
-    if (config.allowPermissiveCors || config.allowedOrigins.includes(origin)) return true;
+    const origins = originsFor(config);
+    if (origins.allows(origin)) return true;
     if (origin === new URL(config.apiExternalUrl).origin) return true;
     const host = req.headers.host;
-    return host !== undefined && (origin === `http://${host}` || origin === `https://${host}`);
+    if (host !== undefined && (origin === `http://${host}` || origin === `https://${host}`)) return true;
+    origins.refused(origin, req.log, 'a WebSocket');
+    return false;
   }
 
   /** The checks shared by the upgrade and the presence endpoint (interface §4.9 rules 1–3). */

@@ -106,7 +106,7 @@ t.test('Origin (rule 2, contract §5 same-origin)', async (t) => {
   const key = { apikey: app.anonKey };
   const no = { status: 403, body: { error: 'origin not allowed' } };
   t.same(await refused(app, '/ws/notes', { query: key, headers: { origin: 'https://evil.example.com' } }), no, 'a foreign Origin');
-  t.same(await refused(app, '/ws/notes', { query: key, headers: { origin: 'http://localhost:3000' } }), no, 'SITE_URL is not listed: refused');
+  await accepted(t, app, '/ws/notes', { query: key, headers: { origin: 'http://localhost:3000' } }, "SITE_URL's origin: allowed for WebSockets as for REST");
   t.equal((await app.call('GET', `/ws/_presence/notes?apikey=${app.anonKey}`, { headers: { origin: 'https://evil.example.com' } })).status, 403, 'presence too');
   await accepted(t, app, '/ws/notes', { query: key }, 'no Origin (not a browser)');
   await accepted(t, app, '/ws/notes', { query: key, headers: { origin: 'https://app.example.com' } }, 'a listed origin');
