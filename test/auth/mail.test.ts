@@ -176,7 +176,8 @@ t.test('a real plinth with JWT_SECRET and without SMTP_URL: no link reaches its 
     if (child.exitCode === null) child.kill('SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
   });
-  await until(() => /plinth listening on (\S+)/.test(out), `start: ${out}`);
+  // A cold process on a loaded 2-core machine: a generous deadline, never a fixed sleep.
+  await until(() => /plinth listening on (\S+)/.test(out), `start: ${out}`, 120_000);
   const url = /plinth listening on (\S+)/.exec(out)![1];
   const post = (path: string, body: unknown, token?: string) =>
     fetch(url + path, {
@@ -194,7 +195,7 @@ t.test('a real plinth with JWT_SECRET and without SMTP_URL: no link reaches its 
   t.equal((await post('/auth/v1/user', { password: 'another password' }, access_token)).status, 200);
   const emailLines = () => out.split('\n').filter((l) => l.startsWith('{') && l.includes('"email":'));
   const notSent = () => emailLines().filter((l) => l.includes('email not sent: SMTP_URL is unset'));
-  await until(async () => emailLines().length >= 3 && (await pendingMailJobs(db.sql)) === 0, 'three emails handled');
+  await until(async () => emailLines().length >= 3 && (await pendingMailJobs(db.sql)) === 0, 'three emails handled', 60_000);
 
   const kinds = notSent().map((l) => (JSON.parse(l) as { email: { kind: string; to: string } }).email);
   t.same(kinds.map((k) => k.kind).sort(), ['account_changed', 'magic_link', 'recovery'], 'each email is logged as not sent');

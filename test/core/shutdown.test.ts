@@ -48,7 +48,7 @@ async function start(t: { teardown(fn: () => unknown): void }, db: TestDatabase,
     if (child.exitCode === null) child.kill('SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
   });
-  await waitFor(async () => /plinth listening on (\S+)/.test(out) && /SERVICE_ROLE_KEY\b.*\n/.test(out), 30000, () => `start: ${out}${err}`);
+  await waitFor(async () => /plinth listening on (\S+)/.test(out) && /SERVICE_ROLE_KEY\b.*\n/.test(out), 120_000, () => `start: ${out}${err}`);
   return {
     child,
     url: /plinth listening on (\S+)/.exec(out)![1],
