@@ -28,6 +28,14 @@ async function emptyDatabase(t: { teardown(fn: () => unknown): void }): Promise<
   t.teardown(async () => {
     await sql.end({ timeout: 1 });
     const a = postgres(serverUrl(), { max: 1, onnotice: () => {} });
+    // graphile-migrate ends its pool without waiting: a connection it still holds, cut by
+    // a forced drop, would raise an unhandled pool error in this process. Wait for it to go.
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      const [{ n }] = await a<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where datname = ${name}`;
+      if (n === 0) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
     await a.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
     await a.end();
   });
