@@ -439,6 +439,8 @@ class Unit extends (pg.Query as unknown as new (config: { text: string }) => obj
   handleReadyForQuery(): void {
     if (this.settled) return;
     this.settled = true;
+    // Described and no row description came (NoData): a statement without columns.
+    if (this.statement && this.statement.name !== '' && this.statement.columns === null) this.statement.columns = [];
     this.lane.done();
     const rows = this.found as Rows;
     const space = this.tag.indexOf(' ');

@@ -4,10 +4,11 @@
  * role's transaction pool (several statements in one transaction: batch, uploads), a
  * `postgres` pool as the same login role.
  *
- * Lanes open on demand: a role's lanes connect at its first request (in the background: a
- * request sent to a lane still connecting would wait for it), a lost one at the next request
- * that picks it. Every lane an instance opens is taken from one `LaneBudget`, the seam for a
- * connection budget per instance (today each role may open `count`).
+ * Lanes open on demand: a role's first lane at its first request, each next one as soon as
+ * the one before it takes a request (in the background: a request sent to a lane still
+ * connecting would wait for it), a lost one at the next request that picks it. Every lane an
+ * instance opens is taken from one `LaneBudget`, the seam for a connection budget per
+ * instance (today each role may open `count`).
  */
 import postgres from 'postgres';
 import { LaneConnection, tlsModeOf, type TlsMode } from './client.ts';
@@ -102,7 +103,7 @@ export class RoleLanes {
     this.o = o;
     this.tls = tlsModeOf(o.url);
     this.lanes = Array.from({ length: o.count }, () => ({ conn: null, opening: null, inflight: 0, answered: 0, failures: 0, failedAt: 0 }));
-    for (const l of this.lanes) this.open(l).catch(() => {});
+    this.open(this.lanes[0]).catch(() => {});
   }
 
   /** The lane's connection, opened (or reopened, after the backoff) when it has none. */
@@ -159,16 +160,22 @@ export class RoleLanes {
    */
   acquire(): Lane | null {
     const now = performance.now();
-    let best: Lane | null = null;
-    for (const l of this.lanes) {
+    let best = -1;
+    for (let i = 0; i < this.lanes.length; i++) {
+      const l = this.lanes[i];
       if (l.inflight < LANE_SHARE && (l.inflight === 0 || now - l.answered < LANE_STALL_MS)) {
-        best = l;
+        best = i;
         break;
       }
-      if (l.inflight < LANE_DEPTH && (best === null || l.inflight < best.inflight)) best = l;
+      if (l.inflight < LANE_DEPTH && (best < 0 || l.inflight < this.lanes[best].inflight)) best = i;
     }
-    if (best) best.inflight++;
-    return best;
+    if (best < 0) return null;
+    const lane = this.lanes[best];
+    lane.inflight++;
+    // The lane after the one in use opens now, so that it is ready when requests pile up.
+    const next = this.lanes[best + 1];
+    if (next && next.conn === null && next.opening === null && next.failures === 0 && !this.ended) this.open(next).catch(() => {});
+    return lane;
   }
 
   wait(): Promise<Lane> {
