@@ -21,7 +21,6 @@ import { CLAIMS_SQL } from './lane/client.ts';
 import { CONNECT_TIMEOUT_S, LaneBudget, RoleLanes, reconnectBackoff, type Sql } from './lane/lanes.ts';
 import { laneSql, type LaneQuery, type LaneSql, type Row, type Rows } from './lane/sql.ts';
 
-export { reconnectBackoff };
 export type { LaneQuery, LaneSql, Rows, Sql };
 export type ReservedSql = postgres.ReservedSql<Record<string, never>>;
 export type PendingQuery = postgres.PendingQuery<postgres.Row[]>;

@@ -144,8 +144,10 @@ export class LaneConnection {
     this.pooler = pooler;
     this.claims = this.newClaims();
     client.on('error', () => {
-      // pg has failed every query on it (each unit rejects); the lane opens another.
+      // pg has failed every query on it (each unit rejects); the socket goes too, and the
+      // lane opens another connection at its next request.
       this.closed = true;
+      client.connection.stream.destroy();
     });
     client.on('end', () => {
       this.closed = true;
@@ -423,9 +425,10 @@ class Unit extends (pg.Query as unknown as new (config: { text: string }) => obj
     this.settled = true;
     this.lane.done();
     const e = LaneError.of(err);
-    // A statement this unit parsed may or may not exist now: the next unit parses it afresh.
-    if (this.parsedClaims) this.lane.drop(this.parsedClaims);
-    if (this.parsedWork && this.statement) this.lane.drop(this.statement);
+    // A statement this unit parsed and that may not exist now (its reply did not come as far
+    // as its description) is parsed afresh by the next unit.
+    if (this.parsedClaims && !this.claimsDone) this.lane.drop(this.parsedClaims);
+    if (this.parsedWork && this.statement && this.columns === null) this.lane.drop(this.statement);
     // Nothing of this unit ran (its implicit transaction failed): once more, parsed again.
     if (!this.retried && !this.lane.closed && (e.routine === 'FetchPreparedStatement' || e.routine === 'RevalidateCachedQuery')) {
       if (e.routine === 'FetchPreparedStatement') this.lane.forgetAll();

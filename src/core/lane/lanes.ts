@@ -11,7 +11,7 @@
  * instance (today each role may open `count`).
  */
 import postgres from 'postgres';
-import { LaneConnection, tlsModeOf, type TlsMode } from './client.ts';
+import { LaneConnection, LaneError, tlsModeOf, type TlsMode } from './client.ts';
 import type { LaneQuery, Row, Rows } from './sql.ts';
 
 export type Sql = postgres.Sql<Record<string, never>>;
@@ -47,8 +47,10 @@ const LANE_STALL_MS = 2;
 
 /**
  * How many lane connections this instance may hold, over every role. Unlimited today (each
- * role has its own `count`); a per-instance budget is a limit here, and a lane that cannot
- * take a connection is simply not opened (its requests go to the open ones).
+ * role has its own `count`). The seam for a budget per instance: with a limit, a lane that
+ * cannot take a connection fails the request that would open it with PostgreSQL's own
+ * too_many_connections (53300); where requests should wait or go to another role's idle
+ * lane instead is the policy that limit comes with.
  */
 export class LaneBudget {
   private used = 0;
@@ -115,8 +117,8 @@ export class RoleLanes {
           const wait = reconnectBackoff(lane.failures - 1) * 1000 - (performance.now() - lane.failedAt);
           if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         }
-        if (this.ended) throw new Error('the request lanes have ended');
-        if (!this.o.budget.take()) throw new Error('no lane connection is free in this instance');
+        if (this.ended) throw new LaneError('the request lanes have ended', 'CONNECTION_ENDED');
+        if (!this.o.budget.take()) throw new LaneError('no lane connection is free in this instance', '53300');
         let conn: LaneConnection;
         try {
           conn = await LaneConnection.open({
