@@ -11,18 +11,17 @@
  * API role. A request goes to a lane of its role; only the claims (and the role's statement
  * timeout) are set per request, in a statement before the work, local to its transaction.
  *
- * One Sync per request: on a lane the claims statement goes out in front of the work, as its
- * prelude, and both end in a single Sync, one implicit transaction; the driver sees one query
- * (see pipeline.ts); `prepare: true` everywhere.
+ * One Sync per request: on a lane the claims statement and the work go out as one unit of
+ * the extended protocol, one implicit transaction (lane/client.ts).
  */
 import { hkdfSync, randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
-import { CLAIMS_SQL, PipelineSocket, claimsPrelude, connectTls, tlsModeOf, type TlsMode } from './pipeline.ts';
+import { CLAIMS_SQL } from './lane/client.ts';
+import { CONNECT_TIMEOUT_S, LaneBudget, RoleLanes, reconnectBackoff, type Sql } from './lane/lanes.ts';
+import { laneSql, type LaneQuery, type LaneSql, type Row, type Rows } from './lane/sql.ts';
 
-export type Sql = postgres.Sql<Record<string, never>>;
+export type { LaneQuery, LaneSql, Rows, Sql };
 export type ReservedSql = postgres.ReservedSql<Record<string, never>>;
 export type PendingQuery = postgres.PendingQuery<postgres.Row[]>;
 
@@ -59,20 +58,6 @@ export function deriveLoginPassword(secret: string, loginRole: string): string {
   return Buffer.from(hkdfSync('sha256', secret, 'plinth', `plinth request login role ${loginRole} v1`, 32)).toString('base64url');
 }
 
-/**
- * Whether the driver carries the repairs and the prelude `npm install` applies
- * (scripts/patch-deps.ts): an install with `--ignore-scripts` skips them, and then lanes can
- * hang after a lost connection, and refuse every request (their claims never go out).
- */
-export function driverRepaired(): boolean {
-  try {
-    const connection = readFileSync(fileURLToPath(new URL('./connection.js', import.meta.resolve('postgres'))), 'utf8');
-    return connection.includes('/* plinth-patch */') && connection.includes('/* plinth-patch: prelude */');
-  } catch {
-    return false;
-  }
-}
-
 export interface DbOptions {
   url: string;
   /** Lanes of `withContext` per API role (DB_POOL_SIZE); the owner pool has as many connections. */
@@ -88,148 +73,19 @@ export interface DbOptions {
    */
   requestPassword?: string | null;
   secret?: string;
-}
-
-/**
- * Seconds before the next connection attempt after `attempt` failed ones: 0.05, 0.1, 0.2 …
- * up to 2 s. The driver's default grows to 20 s, so after an outage of a few seconds the
- * service would go on failing requests for up to 20 s once the database is back.
- */
-export const reconnectBackoff = (attempt: number): number => Math.min(0.05 * 2 ** attempt, 2);
-
-/** Seconds a connection attempt may take (with TLS: the negotiation, then the driver's startup, each). */
-const CONNECT_TIMEOUT_S = 2;
-
-/** Requests in flight on one lane at most: well under the driver's 100-query pipeline. */
-const LANE_DEPTH = 16;
-
-/**
- * Requests a lane takes before the next lane is used: requests that share a lane leave in
- * one socket write and reach PostgreSQL in one read (fewer system calls and wake-ups on both
- * sides), at the price of waiting behind each other on it. Measured with 16 requests in
- * flight (npm run bench): 1 (the least busy lane, as before) 0.67–0.79 of the limit for a
- * get by key; 4: 1.03–1.07; 8: 1.16–1.19 but inserts fell to 0.77–0.89 (fewer backends
- * committing at once, less group commit).
- */
-const LANE_SHARE = 4;
-
-/** A lane with requests in flight that answered none for this long is held by a slow statement: no more requests join it. */
-const LANE_STALL_MS = 2;
-
-interface Lane {
-  sql: Sql;
-  inflight: number;
-  /** When it last answered a request (performance.now()). */
-  answered: number;
-}
-
-/** The URL without its TLS parameters: the lanes negotiate TLS themselves (connectTls). */
-function withoutTls(url: string): string {
-  const u = new URL(url);
-  for (const k of ['sslmode', 'ssl', 'sslrootcert']) u.searchParams.delete(k);
-  return u.toString();
-}
-
-/** Everything of one API role: its lanes (pipelined single requests) and its transaction pool. */
-class RoleLanes {
-  private readonly lanes: Lane[];
-  private readonly waiting: Array<(lane: Lane) => void> = [];
-  private txnPool: Sql | null = null;
-  /** TLS to the database, negotiated by the lane's socket so that its pipeline layer sees plaintext. */
-  private readonly tls: TlsMode;
-
-  private readonly url: string;
-  private readonly count: number;
-  private readonly applicationName: string;
-  readonly apiRole: string;
-
-  constructor(url: string, count: number, applicationName: string, apiRole: string) {
-    this.url = url;
-    this.count = count;
-    this.applicationName = applicationName;
-    this.apiRole = apiRole;
-    this.tls = tlsModeOf(url);
-    this.lanes = Array.from({ length: count }, () => ({ inflight: 0, answered: 0, sql: this.connect(1, true) }));
-    // Connect every lane now, in the background: the later lanes are used only when requests
-    // pile up (LANE_SHARE), and a request sent to a lane that is still connecting would wait
-    // for the connection, the driver's type query and the claims statement's Parse.
-    for (const l of this.lanes) void l.sql.reserve().then((r) => r.release(), () => {});
-  }
-
-  private connect(max: number, pipelined: boolean): Sql {
-    return postgres(pipelined ? withoutTls(this.url) : this.url, {
-      max,
-      prepare: true,
-      connect_timeout: CONNECT_TIMEOUT_S,
-      // A lane stays connected while idle: the driver re-arms an idle timer each time a
-      // connection goes idle, a timer per request on the hot path. Lanes connect up front
-      // (constructor), and max_lifetime still renews them.
-      idle_timeout: pipelined ? 0 : 60,
-      max_lifetime: 60 * 30,
-      onnotice: () => {},
-      backoff: reconnectBackoff,
-      // The session role is the API role (set on the login role as well; this makes it so
-      // even where a DBA left that out).
-      connection: { application_name: this.applicationName, role: this.apiRole },
-      ...(pipelined
-        ? {
-            socket: (o: { host: string[]; port: number[]; path?: string | false }) => {
-              // PostgreSQL does not speak TLS on a Unix socket (libpq ignores sslmode there).
-              if (o.path) return new PipelineSocket().connect(o.path);
-              // No Nagle: a lane writes while earlier requests are unanswered, and a write held
-              // for their ACK (which PostgreSQL may delay) stalls every request behind it.
-              if (this.tls === 'disable') return new PipelineSocket().connect(o.port[0], o.host[0]).setNoDelay(true);
-              return connectTls(o.host[0], o.port[0], this.tls, CONNECT_TIMEOUT_S * 1000);
-            },
-          }
-        : {}),
-    } as postgres.Options<Record<string, never>>) as unknown as Sql;
-  }
-
-  get txn(): Sql {
-    return (this.txnPool ??= this.connect(this.count, false));
-  }
-
   /**
-   * The first lane (in order) with fewer than LANE_SHARE requests in flight that is moving
-   * (it answered a request within LANE_STALL_MS, or has none in flight), else the least busy
-   * lane with room, else null (every lane full). Requests gather on few lanes, and leave in
-   * one write; a lane held by a slow statement takes no more requests behind it.
+   * Behind a pooler in transaction mode (PgBouncer): the lanes send unnamed statements only
+   * and no startup parameter a pooler refuses. Not a setting yet: the seam for one.
    */
-  acquire(): Lane | null {
-    const now = performance.now();
-    let best: Lane | null = null;
-    for (const l of this.lanes) {
-      if (l.inflight < LANE_SHARE && (l.inflight === 0 || now - l.answered < LANE_STALL_MS)) {
-        best = l;
-        break;
-      }
-      if (l.inflight < LANE_DEPTH && (best === null || l.inflight < best.inflight)) best = l;
-    }
-    if (best) best.inflight++;
-    return best;
-  }
-
-  wait(): Promise<Lane> {
-    return new Promise((resolve) => this.waiting.push(resolve));
-  }
-
-  release(lane: Lane): void {
-    lane.answered = performance.now();
-    const next = this.waiting.shift();
-    if (next) next(lane);
-    else lane.inflight--;
-  }
-
-  async end(timeout: number): Promise<void> {
-    await Promise.all([...this.lanes.map((l) => l.sql.end({ timeout })), this.txnPool?.end({ timeout })]);
-  }
+  pooler?: boolean;
 }
 
 export class Db {
   /** The owner pool (auth, admin, webhooks, storage, jobs, /api/sql): runs as the connecting role. */
   readonly sql: Sql;
   private readonly roles = new Map<string, RoleLanes>();
+  /** Every lane connection of this instance is taken from it. */
+  private readonly budget = new LaneBudget();
   private readonly opts: DbOptions;
   private readonly log: Logger;
   private readonly anonymousRole: string;
@@ -258,11 +114,6 @@ export class Db {
       connection: { application_name: opts.applicationName ?? 'plinth' },
     }) as Sql;
     this.requestApplicationName = `${opts.applicationName ?? 'plinth'}-requests-${randomBytes(4).toString('hex')}`;
-    if (!driverRepaired()) {
-      this.log.warn(
-        'the postgres driver lacks the changes npm install applies (installed with --ignore-scripts?): run `node scripts/patch-deps.ts`; without them requests as API roles fail, and a connection lost at the wrong moment can hang',
-      );
-    }
     this.onCacheReload('roles', () => this.reloadTimeouts());
   }
 
@@ -277,7 +128,14 @@ export class Db {
     const password =
       this.opts.requestPassword ?? (this.opts.secret !== undefined ? deriveLoginPassword(this.opts.secret, login) : null);
     u.password = password === null ? '' : encodeURIComponent(password);
-    r = new RoleLanes(u.toString(), this.opts.poolSize, this.requestApplicationName, apiRole);
+    r = new RoleLanes({
+      url: u.toString(),
+      count: this.opts.poolSize,
+      applicationName: this.requestApplicationName,
+      apiRole,
+      budget: this.budget,
+      pooler: this.opts.pooler ?? false,
+    });
     this.roles.set(apiRole, r);
     return r;
   }
@@ -321,26 +179,18 @@ export class Db {
 
   /**
    * Run one statement as `ctx.role` with `ctx.claims`, in one transaction and one round
-   * trip. `work` must return the (not yet executed) query, built on the `c` it is given; the
-   * claims statement goes out in front of it (its prelude), and both end in one Sync. If the
-   * claims statement fails, the work is not run and fails with that error; a query the
-   * driver retries (a statement re-prepared after DDL) carries its claims again.
+   * trip. `work` returns the statement, written with the `c` it is given (`c\`…\`` or
+   * `c.unsafe(text, params)`); the claims statement goes out in front of it, both in one unit
+   * ending in one Sync. If the claims statement fails, the work is not run and fails with that
+   * error; a statement that must be parsed again (DDL, a DEALLOCATE) runs again with its claims.
    */
-  async withContext<R extends postgres.Row = postgres.Row>(
-    ctx: RequestContext,
-    work: (c: Sql) => postgres.PendingQuery<R[]>,
-  ): Promise<postgres.RowList<R[]>> {
+  async withContext<R extends Row = postgres.Row>(ctx: RequestContext, work: (c: LaneSql) => LaneQuery): Promise<Rows<R>> {
     const lanes = this.lanesFor(ctx.role);
     let timeout = this.timeoutFor(ctx.role);
     if (typeof timeout === 'object' && timeout !== null) timeout = await timeout;
     const lane = lanes.acquire() ?? (await lanes.wait());
     try {
-      const q = work(lane.sql) as postgres.PendingQuery<R[]> & WithPrelude;
-      q.options.prelude = claimsPrelude(ctx.claims, timeout);
-      // The extended protocol always (a query without parameters would go as a simple
-      // Query, which has no place for a prelude: the lane would refuse it).
-      q.options.simple = false;
-      return await q.execute();
+      return await lanes.run<R>(lane, ctx.claims, timeout, work(laneSql));
     } finally {
       lanes.release(lane);
     }
@@ -468,9 +318,4 @@ export class Db {
     await this.listenHandle?.unlisten().catch(() => {});
     await Promise.all([...[...this.roles.values()].map((r) => r.end(timeout)), this.sql.end({ timeout })]);
   }
-}
-
-/** What of the driver's query `withContext` sets: read by the driver as patched (scripts/patch-deps.ts). */
-interface WithPrelude {
-  options: { prelude?: Buffer; simple?: boolean };
 }

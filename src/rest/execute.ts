@@ -6,7 +6,7 @@
  * is the JSON text PostgreSQL built.
  */
 import type postgres from 'postgres';
-import type { Db, RequestContext, Sql } from '../core/db.ts';
+import type { Db, LaneQuery, LaneSql, RequestContext, Sql } from '../core/db.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
 import { REST_ERRORS, type Prepared } from './compile.ts';
 
@@ -32,8 +32,10 @@ interface ResultRow {
  */
 const PREPARED = { prepare: true, simple: false } as postgres.UnsafeQueryOptions;
 
-/** Send the statement; it runs when the query is executed or awaited. */
-export function run(c: Sql, p: Prepared): postgres.PendingQuery<postgres.Row[]> {
+/** The statement on a lane (`withContext` runs it), or on a transaction's connection (it runs when executed or awaited). */
+export function run(c: LaneSql, p: Prepared): LaneQuery;
+export function run(c: Sql, p: Prepared): postgres.PendingQuery<postgres.Row[]>;
+export function run(c: Sql | LaneSql, p: Prepared): LaneQuery | postgres.PendingQuery<postgres.Row[]> {
   return c.unsafe(p.plan.text, p.params as postgres.ParameterOrJSON<never>[], PREPARED);
 }
 

@@ -82,8 +82,8 @@ t.test('withContext', async (t) => {
   );
   t.ok(results.every((r, i) => r[0].r === (i % 2 ? 'authenticated' : 'anon')), 'pipelined contexts stay separate');
 
-  // A prepared statement whose result changes after DDL: the driver re-prepares it and
-  // retries it, its claims prelude with it.
+  // A prepared statement whose result changes after DDL: the lane parses it again and runs
+  // the request again, its claims with it.
   await tdb.sql`create table public.shapes (a int)`;
   await tdb.sql`grant select on public.shapes to authenticated`;
   await tdb.sql`insert into public.shapes values (1)`;
@@ -94,8 +94,8 @@ t.test('withContext', async (t) => {
 
   // A lane whose backend is killed mid-stream, three times: no request runs without its
   // claims, and every request settles (a lane killed while the next request was being
-  // written once never wrote again: the driver repair in scripts/patch-deps.ts). Each request
-  // is bounded so that a hang fails here instead of stalling the file.
+  // written once never wrote again). Each request is bounded so that a hang fails here
+  // instead of stalling the file.
   for (let round = 0; round < 3; round++) {
     const killer = tdb.sql`select pg_terminate_backend(pid) from pg_stat_activity
       where usename = 'plinth_authenticated' and datname = current_database()`;

@@ -1,6 +1,6 @@
 /**
  * The request lanes over TLS to the database: one Sync per request as without TLS (the lane
- * socket negotiates TLS itself and its pipeline layer reads plaintext), claims on every
+ * client, node-postgres, negotiates TLS), claims on every
  * statement, a lane killed mid-burst fails closed, and the sslmode values mean what they
  * mean to libpq. The database is the shared server behind a TLS-terminating proxy that
  * answers PostgreSQL's SSLRequest (a self-signed certificate made here with openssl).
@@ -121,8 +121,8 @@ t.test('request lanes over TLS', async (t) => {
     const many = await Promise.all(Array.from({ length: 40 }, () => outcome(db)));
     t.ok(many.every((u) => u === userId), 'a pipelined burst over TLS: every request with its claims');
 
-    // A prepared statement whose result changes after DDL: the driver re-prepares and retries
-    // it, its claims prelude with it.
+    // A prepared statement whose result changes after DDL: the lane parses it again and runs
+    // the request again, its claims with it.
     await tdb.sql`create table public.tls_shapes (a int)`;
     await tdb.sql`grant select on public.tls_shapes to authenticated`;
     await tdb.sql`insert into public.tls_shapes values (1)`;
