@@ -56,7 +56,8 @@ export function parseMail(raw: string, envelope: { from: string; to: string[] })
   return { from: envelope.from, to: envelope.to, subject: header('Subject'), text: text.replace(/\r\n/g, '\n'), raw };
 }
 
-export async function startSmtp(t: TapLike): Promise<SmtpReceiver> {
+/** A real SMTP receiver on a loopback port (`port`: a given one, e.g. one a test left closed at first). */
+export async function startSmtp(t: TapLike, port0 = 0): Promise<SmtpReceiver> {
   const mails: ReceivedMail[] = [];
   const taken = new Set<ReceivedMail>();
   const waiters = new Set<() => void>();
@@ -77,7 +78,7 @@ export async function startSmtp(t: TapLike): Promise<SmtpReceiver> {
       });
     },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(port0, '127.0.0.1', resolve));
   const port = (server.server.address() as AddressInfo).port;
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
   return {
