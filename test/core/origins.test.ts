@@ -4,21 +4,10 @@
  * WebSockets alike; a refused origin is logged once, with the setting that would allow it.
  */
 import t from 'tap';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import WebSocket from 'ws';
+import { captureLog } from '../helpers/log-capture.ts';
 import { startApp, type TestApp } from '../helpers/app.ts';
 
-function capture() {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      for (const l of String(chunk).split('\n')) if (l.trim()) lines.push(JSON.parse(l));
-      cb();
-    },
-  });
-  return { lines, log: pino({ level: 'info', base: undefined }, stream) };
-}
 
 async function preflight(app: TestApp, origin: string): Promise<string | null> {
   const r = await app.fetch('/rest/v1/todos', { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } });
@@ -57,7 +46,7 @@ t.test('development mode: any local origin, REST and WebSockets', async (t) => {
 });
 
 t.test('production: refused until SITE_URL names the app, then REST and WebSockets work; one log line per origin', async (t) => {
-  const { lines, log } = capture();
+  const { lines, log } = captureLog();
   const app = await startApp(t, { worker: false, log, env: { SITE_URL: 'https://app.example.com' } });
   await fixtures(app);
   const page = 'http://localhost:5173';

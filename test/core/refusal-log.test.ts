@@ -4,23 +4,12 @@
  * it; an unknown column names the column; a constraint violation names the constraint.
  */
 import t from 'tap';
-import { Writable } from 'node:stream';
-import pino from 'pino';
+import { captureLog } from '../helpers/log-capture.ts';
 import { startApp } from '../helpers/app.ts';
 
-function capture() {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      for (const l of String(chunk).split('\n')) if (l.trim()) lines.push(JSON.parse(l));
-      cb();
-    },
-  });
-  return { lines, log: pino({ level: 'info', base: undefined }, stream) };
-}
 
 t.test('a refused request logs what would allow it', async (t) => {
-  const { lines, log } = capture();
+  const { lines, log } = captureLog();
   const app = await startApp(t, { worker: false, log });
   await app.db.sql.unsafe(`
     create table public.notes (id int primary key, body text, constraint body_short check (length(body) < 10));
