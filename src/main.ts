@@ -6,7 +6,7 @@
  * how many requests were cut); if closing still has not finished 5 s later, exit 1.
  */
 import { createHash } from 'node:crypto';
-import { createServer } from 'node:net';
+import { portIsFree } from './core/ports.ts';
 import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
 import { originsFor } from './core/origins.ts';
 import { createLogger } from './core/log.ts';
@@ -23,12 +23,7 @@ class StartError extends Error {
 /** The HTTP port, checked before anything starts (PostgreSQL, migrations, Deno). */
 async function portOrStop(config: RuntimeConfig): Promise<void> {
   if (config.port === 0) return;
-  const free = await new Promise<boolean>((resolve) => {
-    const s = createServer();
-    s.once('error', () => resolve(false));
-    s.listen(config.port, config.host, () => s.close(() => resolve(true)));
-  });
-  if (!free) throw new StartError(`port ${config.port} on ${config.host} is in use: stop what uses it, or set PORT`);
+  if (!(await portIsFree(config.port, config.host))) throw new StartError(`port ${config.port} on ${config.host} is in use: stop what uses it, or set PORT`);
 }
 
 async function loadOrExit(): Promise<RuntimeConfig> {

@@ -39,6 +39,7 @@ import { arch, platform } from 'node:os';
 import { basename, dirname, join, parse, resolve } from 'node:path';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
+import { portIsFree } from './ports.ts';
 
 export interface Embedded {
   url: string;
@@ -57,13 +58,6 @@ export class EmbeddedError extends Error {
 
 const DATABASE = 'plinth';
 
-export function portIsFree(port: number, host = '127.0.0.1'): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.once('error', () => resolve(false));
-    s.listen(port, host, () => s.close(() => resolve(true)));
-  });
-}
 
 function alive(pid: number): boolean {
   try {
