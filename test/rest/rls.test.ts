@@ -79,6 +79,25 @@ t.test('service_role bypasses RLS', async (t) => {
   t.same(sec.body, [{ id: 1, value: 'classified' }]);
 });
 
+t.test('the service role reaches a new table in public without a grant of its own', async (t) => {
+  // Created by the role that runs migrations, with no GRANT: default privileges give it to
+  // service_role only; functions still need an explicit GRANT EXECUTE.
+  await sql.unsafe(`create table public.fresh (id int primary key, body text);
+    create function public.fresh_count() returns bigint language sql as 'select count(*) from public.fresh';`);
+  await refresh(app);
+  const ins = await app.call('POST', '/rest/v1/fresh', { token: app.serviceKey, body: { id: 1, body: 'x' }, headers: { prefer: 'return=representation' } });
+  t.equal(ins.status, 201);
+  t.same(ins.body, [{ id: 1, body: 'x' }]);
+  const read = await app.call('GET', '/rest/v1/fresh', { token: app.serviceKey });
+  t.same(read.body, [{ id: 1, body: 'x' }]);
+  for (const cred of [{ apikey: app.anonKey }, { token: tokenA }]) {
+    const r = await app.call('GET', '/rest/v1/fresh', cred);
+    t.equal(r.status, 403, 'the other API roles still need a GRANT');
+  }
+  const fn = await app.call('POST', '/rest/v1/rpc/fresh_count', { token: app.serviceKey, body: {} });
+  t.equal(fn.status, 403, 'a function needs GRANT EXECUTE, the service role included');
+});
+
 t.test('a table without a grant is 403 for the API roles', async (t) => {
   for (const cred of [{ apikey: app.anonKey }, { token: tokenA }, { token: guest }]) {
     const r = await app.call('GET', '/rest/v1/secrets', cred);
