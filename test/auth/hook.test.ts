@@ -1,0 +1,108 @@
+/**
+ * The custom access-token hook (AUTH_HOOK_CUSTOM_ACCESS_TOKEN): a SQL function of the
+ * application that every issued token's claims pass through. One plinth for the file; the
+ * hook's behaviour depends on the address of the user signing in.
+ */
+import t from 'tap';
+import { captureLog } from '../helpers/log-capture.ts';
+import { createTestDatabase } from '../helpers/database.ts';
+import { jwtPayload, PASSWORD, refresh, signIn, startAuthApp, uniqueEmail } from './helpers.ts';
+
+const db = await createTestDatabase(t);
+await db.sql.unsafe(`
+  create schema hooks;
+  create function hooks.access_token(event jsonb) returns jsonb language plpgsql as $$
+  declare
+    v_email text := event -> 'claims' ->> 'email';
+  begin
+    if v_email like 'raise-%' then
+      raise exception 'this account is on hold';
+    elsif v_email like 'slow-%' then
+      perform pg_sleep(30);
+    elsif v_email like 'answer-%' then
+      return '{"error": {"http_code": 429, "message": "come back tomorrow"}}';
+    elsif v_email like 'forbid-%' then
+      return jsonb_build_object('claims', event -> 'claims' || '{"sub": "00000000-0000-4000-8000-000000000000",
+        "role": "service_role", "aal": "aal2", "aud": "elsewhere", "exp": 4102444800, "session_id": "x", "plan": "gold"}');
+    end if;
+    return jsonb_build_object('claims', (event -> 'claims') || jsonb_build_object(
+      'plan', 'gold', 'seen_method', event ->> 'authentication_method', 'seen_user', event ->> 'user_id'));
+  end
+  $$;
+  create table public.gold_notes (id int primary key, body text);
+  alter table public.gold_notes enable row level security;
+  create policy gold_only on public.gold_notes for select to authenticated using (auth.jwt() ->> 'plan' = 'gold');
+  grant select on public.gold_notes to authenticated;
+  insert into public.gold_notes values (1, 'for gold members');
+`);
+const { lines, log } = captureLog('info');
+const app = await startAuthApp(t, { db, log, env: { AUTH_HOOK_CUSTOM_ACCESS_TOKEN: 'hooks.access_token' } });
+
+/** An account made by the admin API (no token issued), then signed in with its password. */
+async function account(prefix: string): Promise<string> {
+  const email = uniqueEmail(prefix);
+  const r = await app.call('POST', '/auth/v1/admin/users', { token: app.serviceKey, body: { email, password: PASSWORD, email_confirm: true } });
+  if (r.status !== 201) throw new Error(`admin create: ${r.status} ${r.text}`);
+  return email;
+}
+
+t.test('claims added by the hook are signed and reach RLS; every issuing path runs it', async (t) => {
+  const email = await account('gold');
+  const s = await signIn(app, email);
+  t.equal(s.status, 200, s.text);
+  const p = jwtPayload(s.body.access_token);
+  t.match(p, { plan: 'gold', seen_method: 'password', seen_user: s.body.user.id, aal: 'aal1', role: 'authenticated', aud: 'authenticated' });
+  const notes = await app.call('GET', '/rest/v1/gold_notes?select=body', { token: s.body.access_token });
+  t.same(notes.body, [{ body: 'for gold members' }], 'the policy sees the claim');
+  const r = await refresh(app, s.body.refresh_token);
+  t.equal(r.status, 200);
+  t.match(jwtPayload(r.body.access_token), { plan: 'gold', seen_method: 'token_refresh' }, 'a refresh runs the hook');
+  const up = await app.call('POST', '/auth/v1/signup', { body: { email: uniqueEmail('signup'), password: PASSWORD } });
+  t.match(jwtPayload(up.body.access_token), { plan: 'gold', seen_method: 'password' }, 'a sign-up runs the hook');
+});
+
+t.test('changes to protected claims are refused and logged; the rest is kept', async (t) => {
+  const email = await account('forbid');
+  const s = await signIn(app, email);
+  t.equal(s.status, 200, s.text);
+  const p = jwtPayload(s.body.access_token);
+  t.equal(p.sub, s.body.user.id, 'sub kept');
+  t.equal(p.role, 'authenticated', 'role kept');
+  t.equal(p.aal, 'aal1', 'aal kept');
+  t.equal(p.aud, 'authenticated', 'aud kept');
+  t.not(p.exp, 4102444800, 'exp kept');
+  t.not(p.session_id, 'x', 'session_id kept');
+  t.equal(p.plan, 'gold', 'an allowed claim is signed');
+  const line = lines.find((l) => String(l.msg).includes('may not change'));
+  t.ok(line, 'a log line names the refusal');
+  t.same([...((line?.refused as string[]) ?? [])].sort(), ['aal', 'aud', 'exp', 'role', 'session_id', 'sub']);
+});
+
+t.test('a hook that raises refuses the sign-in with its message', async (t) => {
+  const email = await account('raise');
+  const s = await signIn(app, email);
+  t.same([s.status, s.body], [403, { error: 'this account is on hold' }]);
+  const a = await account('answer');
+  const r = await signIn(app, a);
+  t.same([r.status, r.body], [429, { error: 'come back tomorrow' }], "GoTrue's error answer keeps its 4xx");
+});
+
+t.test('a hook slower than 2 s fails closed, and its statement is cancelled', async (t) => {
+  const email = await account('slow');
+  const started = Date.now();
+  const s = await signIn(app, email);
+  t.same([s.status, s.body], [500, { error: 'the access token hook timed out' }]);
+  t.ok(Date.now() - started >= 2000, 'not before the limit');
+  // No statement of the hook is left running.
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const [r] = await db.sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where datname = ${db.name} and query like '%run_access_token_hook%' and state = 'active' and pid <> pg_backend_pid()`;
+    if (r.n === 0) break;
+    if (Date.now() > deadline) {
+      t.fail('the hook statement still runs');
+      break;
+    }
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  t.pass('the statement ended');
+});
