@@ -102,7 +102,7 @@ export function registerMfaRoutes(app: FastifyInstance, deps: Deps, gates: Gates
   const { config, db } = deps;
   const sql = db.sql;
   const key = mfaKey(config.mfaEncryptionKey ?? config.secret);
-  const defaultIssuer = new URL(config.siteUrl).host;
+  const defaultIssuer = new URL(config.siteUrl).hostname;
   const { userGate, userOf, serviceRoleGate, audit } = gates;
 
   app.post<{ Body: EnrollBody }>('/auth/v1/factors', { schema: { body: enrollSchema }, onRequest: userGate }, async (req, reply) => {
@@ -121,7 +121,7 @@ export function registerMfaRoutes(app: FastifyInstance, deps: Deps, gates: Gates
             id: r.factor_id,
             type: 'totp',
             friendly_name: b.friendly_name ?? null,
-            totp: { qr_code: `data:image/svg+xml;utf-8,${svg}`, secret: r.secret, uri },
+            totp: { qr_code: `data:image/svg+xml;utf-8,${encodeURIComponent(svg)}`, secret: r.secret, uri },
           });
       }
       case 'user_not_found':

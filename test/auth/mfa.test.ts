@@ -76,10 +76,11 @@ t.test('enrol: GoTrue shape, otpauth URI, SVG QR code, secret encrypted at rest'
   t.equal(r.body.type, 'totp');
   t.equal(r.body.friendly_name, 'phone app');
   t.match(r.body.totp.secret, /^[A-Z2-7]{32}$/, '20 bytes, base32');
-  t.match(r.body.totp.qr_code, /^data:image\/svg\+xml;utf-8,<svg/);
+  t.match(r.body.totp.qr_code, /^data:image\/svg\+xml;utf-8,%3Csvg/, 'an SVG data URI (percent-encoded: a bare # would end it)');
   const parsed = OTPAuth.URI.parse(r.body.totp.uri) as OTPAuth.TOTP;
   t.equal(parsed.secret.base32, r.body.totp.secret, 'the URI carries the secret');
-  t.equal(parsed.label, email);
+  t.equal(parsed.label, email, 'the account is the label');
+  t.equal(parsed.issuer, 'localhost', 'the issuer defaults to the SITE_URL host');
   t.same([parsed.digits, parsed.period, parsed.algorithm], [6, 30, 'SHA1']);
   factorId = r.body.id;
   totp = totpOf(r.body.totp.secret);
