@@ -1,6 +1,6 @@
 -- The audit log: entries written by the auth functions, the request id, reading, paging and retention.
 begin;
-select plan(16);
+select plan(20);
 
 select set_config('request.id', '', true);
 create temp table ctx as select '{"ip": "203.0.113.9", "user_agent": "pgtap", "request_id": "req-42"}'::jsonb as c;
@@ -27,9 +27,19 @@ select auth.delete_user((select (user_json ->> 'id')::uuid from su), (select c f
 select is((select count(*)::int from auth.audit_log_entries where action = 'admin_user_deleted'), 1, 'admin deletion recorded; entries outlive the user');
 select ok(not exists (select 1 from auth.audit_log_entries e where e.detail::text like '%hash%'), 'no password hash in any entry');
 
+-- recovery and OAuth linking
+insert into auth.users (id, email, providers) values ('00000000-0000-4000-8000-00000000ad01', 'rec-audit@example.com', '{email}');
+select auth.request_recovery('rec-audit@example.com', sha256('r1'), 'sealed', 0, (select c from ctx));
+select is((select count(*)::int from auth.audit_log_entries where action = 'recovery_requested' and user_id = '00000000-0000-4000-8000-00000000ad01'), 1, 'recovery requested recorded');
+select auth.confirm_recovery(sha256('r1'), 'newhash', (select c from ctx));
+select is((select count(*)::int from auth.audit_log_entries where action = 'recovery_completed' and user_id = '00000000-0000-4000-8000-00000000ad01'), 1, 'recovery completed recorded');
+select auth.oauth_sign_in('github', 'rec-audit@example.com', true, sha256('o1'), 3600, (select c from ctx));
+select is((select detail ->> 'provider' from auth.audit_log_entries where action = 'oauth_linked' and user_id = '00000000-0000-4000-8000-00000000ad01'), 'github', 'an OAuth link recorded with its provider');
+select is((select detail ->> 'method' from auth.audit_log_entries where action = 'sign_in' and user_id = '00000000-0000-4000-8000-00000000ad01'), 'oauth', 'and the sign-in with method oauth');
+
 -- reading
 select is((select json_array_length(auth.list_audit_log(null, null, null, null, 1, 3)::json)), 3, 'a page of 3');
-select is((select auth.list_audit_log(null, null, null, null, 1, 1)::json -> 0 ->> 'action'), 'admin_user_deleted', 'newest first');
+select is((select auth.list_audit_log(null, null, null, null, 1, 1)::json -> 0 ->> 'action'), 'sign_in', 'newest first');
 select is((select json_array_length(auth.list_audit_log(null, 'sign_in_failed', null, null, 1, 50)::json)), 2, 'filtered by action');
 
 -- only service_role reads the table

@@ -1,7 +1,7 @@
 -- TOTP MFA in SQL: RFC vectors, secrets at rest, challenges, codes used once, drift, the
 -- failure limit, aal2 sessions and unenrolment.
 begin;
-select plan(42);
+select plan(43);
 
 -- RFC 6238 appendix B (SHA-1, secret "12345678901234567890"), last six digits; RFC 4648 base32.
 select is(auth_private.totp('12345678901234567890'::bytea, 59 / 30), '287082', 'RFC 6238: T = 59');
@@ -55,6 +55,7 @@ select is((select status from v1), 'ok', 'one step ahead: ok');
 select is((select aal from v1), 'aal2', 'the session is aal2');
 select is((select jsonb_agg(a ->> 'method') from v1, jsonb_array_elements(v1.amr) a), '["password", "totp"]'::jsonb, 'amr gains totp');
 select is((select user_json -> 'factors' -> 0 ->> 'status' from v1), 'verified', 'the factor is verified');
+select is((select aal from auth.rotate_refresh_token(sha256('m2'), sha256('m2b'), 3600)), 'aal2', 'a refresh keeps aal2');
 select is((select status from auth.rotate_refresh_token(sha256('m1'), sha256('m9'), 3600)), 'reuse_detected', 'the aal1 refresh token was retired');
 select is((pg_temp.verify((select challenge_id from c1), auth_private.totp((select s from secret1), (select now_step from step)), 'm3')).status,
   'challenge_not_found', 'a challenge is used once');
