@@ -21,6 +21,8 @@ await db.sql.unsafe(`
       perform pg_sleep(30);
     elsif v_email like 'answer-%' then
       return '{"error": {"http_code": 429, "message": "come back tomorrow"}}';
+    elsif v_email like 'plain-%' then
+      return jsonb_build_object('claims', event -> 'claims');
     elsif v_email like 'forbid-%' then
       return jsonb_build_object('claims', event -> 'claims' || '{"sub": "00000000-0000-4000-8000-000000000000",
         "role": "service_role", "aal": "aal2", "aud": "elsewhere", "exp": 4102444800, "session_id": "x", "plan": "gold"}');
@@ -34,6 +36,8 @@ await db.sql.unsafe(`
   create policy gold_only on public.gold_notes for select to authenticated using (auth.jwt() ->> 'plan' = 'gold');
   grant select on public.gold_notes to authenticated;
   insert into public.gold_notes values (1, 'for gold members');
+  create policy gold_uploads on storage.objects as restrictive for insert to authenticated
+    with check (auth.jwt() ->> 'plan' = 'gold');
 `);
 const { lines, log } = captureLog('info');
 const app = await startAuthApp(t, { db, log, env: { AUTH_HOOK_CUSTOM_ACCESS_TOKEN: 'hooks.access_token' } });
@@ -59,6 +63,22 @@ t.test('claims added by the hook are signed and reach RLS; every issuing path ru
   t.match(jwtPayload(r.body.access_token), { plan: 'gold', seen_method: 'token_refresh' }, 'a refresh runs the hook');
   const up = await app.call('POST', '/auth/v1/signup', { body: { email: uniqueEmail('signup'), password: PASSWORD } });
   t.match(jwtPayload(up.body.access_token), { plan: 'gold', seen_method: 'password' }, 'a sign-up runs the hook');
+});
+
+t.test("the hook's claims reach storage's policies", async (t) => {
+  const bucket = await app.call('POST', '/storage/v1/bucket', { token: app.serviceKey, body: { name: 'gold-files' } });
+  t.equal(bucket.status, 201, bucket.text);
+  const upload = async (token: string) =>
+    (await app.fetch('/storage/v1/object/gold-files/' + Math.random().toString(36).slice(2) + '.txt', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' },
+      body: 'hello',
+    })).status;
+  const gold = await signIn(app, await account('gold'));
+  const plain = await signIn(app, await account('plain'));
+  t.equal(jwtPayload(plain.body.access_token).plan, undefined, 'the hook added nothing for this one');
+  t.equal(await upload(gold.body.access_token), 200, 'a claim the hook added lets the upload through');
+  t.equal(await upload(plain.body.access_token), 403, 'without it the policy refuses');
 });
 
 t.test('changes to protected claims are refused and logged; the rest is kept', async (t) => {
