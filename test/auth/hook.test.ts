@@ -7,6 +7,8 @@ import t from 'tap';
 import { captureLog } from '../helpers/log-capture.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { jwtPayload, PASSWORD, refresh, signIn, startAuthApp, uniqueEmail } from './helpers.ts';
+import { REDIRECT_URI, SITE_URL, signInWith } from './oauth/browser.ts';
+import { startOidcProvider } from './oauth/fakes.ts';
 
 const db = await createTestDatabase(t);
 await db.sql.unsafe(`
@@ -40,7 +42,18 @@ await db.sql.unsafe(`
     with check (auth.jwt() ->> 'plan' = 'gold');
 `);
 const { lines, log } = captureLog('info');
-const app = await startAuthApp(t, { db, log, env: { AUTH_HOOK_CUSTOM_ACCESS_TOKEN: 'hooks.access_token' } });
+const oidc = await startOidcProvider(t, { clientId: 'hook-oidc', clientSecret: 'hook-oidc-secret', redirectUri: REDIRECT_URI, conformIdTokenClaims: true });
+const app = await startAuthApp(t, {
+  db,
+  log,
+  env: {
+    AUTH_HOOK_CUSTOM_ACCESS_TOKEN: 'hooks.access_token',
+    SITE_URL,
+    OIDC_CLIENT_ID: 'hook-oidc',
+    OIDC_CLIENT_SECRET: 'hook-oidc-secret',
+    OIDC_ISSUER_URL: oidc.issuer,
+  },
+});
 
 /** An account made by the admin API (no token issued), then signed in with its password. */
 async function account(prefix: string): Promise<string> {
@@ -105,6 +118,18 @@ t.test('a hook that raises refuses the sign-in with its message', async (t) => {
   const a = await account('answer');
   const r = await signIn(app, a);
   t.same([r.status, r.body], [429, { error: 'come back tomorrow' }], "GoTrue's error answer keeps its 4xx");
+});
+
+t.test('OAuth: the hook runs, and its refusal goes back to SITE_URL as a code', async (t) => {
+  oidc.next = { account: { email: uniqueEmail('gold'), email_verified: true } };
+  const ok = await signInWith(app, 'oidc');
+  t.equal(ok.landing.target, SITE_URL);
+  t.match(jwtPayload(ok.landing.fragment.get('access_token') ?? ''), { plan: 'gold', seen_method: 'oauth' });
+  oidc.next = { account: { email: uniqueEmail('raise'), email_verified: true } };
+  const refused = await signInWith(app, 'oidc');
+  t.equal(refused.res.status, 302);
+  t.same([refused.landing.fragment.get('error'), refused.landing.fragment.get('error_description')], ['access_denied', 'this account is on hold']);
+  t.notOk(refused.landing.fragment.has('access_token'), 'no token');
 });
 
 t.test('a hook slower than 2 s fails closed, and its statement is cancelled', async (t) => {

@@ -223,7 +223,14 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
     switch (r.status) {
       case 'ok': {
         if (!isOkGrant(r)) throw new Error('oauth_sign_in: ok without a session');
-        const session = await sessionFromGrant(deps, r, refresh.token, 'oauth');
+        let session;
+        try {
+          session = await sessionFromGrant(deps, r, refresh.token, 'oauth');
+        } catch (err) {
+          // The access-token hook refused the token: back to the application as a code, like every OAuth failure.
+          if (!(err instanceof AppError)) throw err;
+          return fail(reply, err.status < 500 ? 'access_denied' : 'server_error', err.publicMessage);
+        }
         return redirect(clearCookies(reply), sessionFragmentUrl(config.siteUrl, session));
       }
       case 'unverified_email':
