@@ -4,6 +4,7 @@
  * hook's behaviour depends on the address of the user signing in.
  */
 import t from 'tap';
+import * as OTPAuth from 'otpauth';
 import { captureLog } from '../helpers/log-capture.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { jwtPayload, PASSWORD, refresh, signIn, startAuthApp, uniqueEmail } from './helpers.ts';
@@ -76,6 +77,14 @@ t.test('claims added by the hook are signed and reach RLS; every issuing path ru
   t.match(jwtPayload(r.body.access_token), { plan: 'gold', seen_method: 'token_refresh' }, 'a refresh runs the hook');
   const up = await app.call('POST', '/auth/v1/signup', { body: { email: uniqueEmail('signup'), password: PASSWORD } });
   t.match(jwtPayload(up.body.access_token), { plan: 'gold', seen_method: 'password' }, 'a sign-up runs the hook');
+  // An MFA verification issues a token too; the hook sees aal2 and cannot lower it.
+  const token = up.body.access_token as string;
+  const factor = await app.call('POST', '/auth/v1/factors', { token, body: { factor_type: 'totp' } });
+  const code = new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(factor.body.totp.secret) }).generate();
+  const challenge = await app.call('POST', `/auth/v1/factors/${factor.body.id}/challenge`, { token });
+  const v = await app.call('POST', `/auth/v1/factors/${factor.body.id}/verify`, { token, body: { challenge_id: challenge.body.id, code } });
+  t.equal(v.status, 200, 'verified');
+  t.match(jwtPayload(v.body.access_token), { plan: 'gold', seen_method: 'totp', aal: 'aal2' }, 'an MFA verification runs the hook');
 });
 
 t.test("the hook's claims reach storage's policies", async (t) => {
