@@ -67,7 +67,7 @@ async function account(prefix: string): Promise<string> {
 t.test('claims added by the hook are signed and reach RLS; every issuing path runs it', async (t) => {
   const email = await account('gold');
   const s = await signIn(app, email);
-  t.equal(s.status, 200, s.text);
+  t.equal(s.status, 200, 'answered 200', { body: s.text });
   const p = jwtPayload(s.body.access_token);
   t.match(p, { plan: 'gold', seen_method: 'password', seen_user: s.body.user.id, aal: 'aal1', role: 'authenticated', aud: 'authenticated' });
   const notes = await app.call('GET', '/rest/v1/gold_notes?select=body', { token: s.body.access_token });
@@ -89,7 +89,7 @@ t.test('claims added by the hook are signed and reach RLS; every issuing path ru
 
 t.test("the hook's claims reach storage's policies", async (t) => {
   const bucket = await app.call('POST', '/storage/v1/bucket', { token: app.serviceKey, body: { name: 'gold-files' } });
-  t.equal(bucket.status, 201, bucket.text);
+  t.equal(bucket.status, 201, 'answered 201', { body: bucket.text });
   const upload = async (token: string) =>
     (await app.fetch('/storage/v1/object/gold-files/' + Math.random().toString(36).slice(2) + '.txt', {
       method: 'POST',
@@ -106,7 +106,7 @@ t.test("the hook's claims reach storage's policies", async (t) => {
 t.test('changes to protected claims are refused and logged; the rest is kept', async (t) => {
   const email = await account('forbid');
   const s = await signIn(app, email);
-  t.equal(s.status, 200, s.text);
+  t.equal(s.status, 200, 'answered 200', { body: s.text });
   const p = jwtPayload(s.body.access_token);
   t.equal(p.sub, s.body.user.id, 'sub kept');
   t.equal(p.role, 'authenticated', 'role kept');

@@ -72,7 +72,7 @@ t.test('enrol: GoTrue shape, otpauth URI, SVG QR code, secret encrypted at rest'
   const bad = await app.call('POST', '/auth/v1/factors', { token: aal1.access_token, body: { factor_type: 'phone' } });
   t.same([bad.status, bad.body], [400, { error: 'factor_type must be totp' }]);
   const r = await enroll(aal1.access_token, 'phone app');
-  t.equal(r.status, 200, r.text);
+  t.equal(r.status, 200, 'answered 200', { body: r.text });
   t.equal(r.body.type, 'totp');
   t.equal(r.body.friendly_name, 'phone app');
   t.match(r.body.totp.secret, /^[A-Z2-7]{32}$/, '20 bytes, base32');
@@ -109,7 +109,7 @@ t.test('verify: a wrong code is refused, a right one gives an aal2 session', asy
     body: { challenge_id: c.body.id, code: right },
     headers: { 'user-agent': UA },
   });
-  t.equal(v.status, 200, v.text);
+  t.equal(v.status, 200, 'answered 200', { body: v.text });
   aal2 = v.body;
   const p = jwtPayload(aal2.access_token);
   t.equal(p.aal, 'aal2');
@@ -131,7 +131,7 @@ t.test('verify: a wrong code is refused, a right one gives an aal2 session', asy
 
 t.test('a refresh keeps aal2; the aal1 refresh token is retired', async (t) => {
   const r = await refresh(app, aal2.refresh_token);
-  t.equal(r.status, 200, r.text);
+  t.equal(r.status, 200, 'answered 200', { body: r.text });
   t.equal(jwtPayload(r.body.access_token).aal, 'aal2');
   t.same(
     (jwtPayload(r.body.access_token).amr as { method: string }[]).map((a) => a.method),
@@ -147,10 +147,10 @@ t.test('drift: one step either way accepted, two refused', async (t) => {
   const s = await signIn(app, email);
   t.equal(s.status, 200);
   const up = await challengeAndVerify(s.body.access_token, factorId, codeAt(totp, 1));
-  t.equal(up.status, 200, `one step ahead on the first factor: ${up.text}`);
+  t.equal(up.status, 200, 'one step ahead on the first factor', { body: up.text });
   aal2 = up.body;
   const e = await enroll(aal2.access_token, 'second');
-  t.equal(e.status, 200, e.text);
+  t.equal(e.status, 200, 'answered 200', { body: e.text });
   const f2 = e.body.id as string;
   const totp2 = totpOf(e.body.totp.secret);
   await insideStep();
@@ -215,7 +215,7 @@ t.test('audit log: who did what, from where, and never a secret', async (t) => {
   t.equal((await signIn(app, email, 'wrong password!')).status, 401);
   const userId = aal1.user.id;
   const all = await app.call('GET', `/auth/v1/admin/audit?user_id=${userId}&per_page=1000`, { token: app.serviceKey });
-  t.equal(all.status, 200, all.text);
+  t.equal(all.status, 200, 'answered 200', { body: all.text });
   const actions = new Set((all.body as { action: string }[]).map((e) => e.action));
   for (const a of ['sign_up', 'sign_in', 'sign_in_failed', 'mfa_enrolled', 'mfa_verified', 'mfa_verify_failed', 'mfa_unenrolled', 'refresh_reuse_detected', 'admin_factor_deleted']) {
     t.ok(actions.has(a), `${a} is recorded`);
