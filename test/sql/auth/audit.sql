@@ -1,6 +1,6 @@
 -- The audit log: entries written by the auth functions, the request id, reading, paging and retention.
 begin;
-select plan(20);
+select plan(23);
 
 select set_config('request.id', '', true);
 create temp table ctx as select '{"ip": "203.0.113.9", "user_agent": "pgtap", "request_id": "req-42"}'::jsonb as c;
@@ -21,6 +21,13 @@ select set_config('request.id', '', true);
 select auth.rotate_refresh_token(sha256('a1'), sha256('a2'), 3600, (select c from ctx));
 select auth.rotate_refresh_token(sha256('a1'), sha256('a3'), 3600, (select c from ctx));
 select is((select count(*)::int from auth.audit_log_entries where action = 'refresh_reuse_detected'), 1, 'reuse detected recorded');
+create temp table s2 as select * from auth.start_session((select (user_json ->> 'id')::uuid from su), sha256('a9'), 3600, null, 'password', (select c from ctx));
+select auth.end_session((select session_id from s2), (select (user_json ->> 'id')::uuid from su), (select c from ctx));
+select is((select count(*)::int from auth.audit_log_entries where action = 'sign_out' and detail ->> 'session_id' = (select session_id::text from s2)), 1, 'sign-out recorded');
+select auth.end_session((select session_id from s2), (select (user_json ->> 'id')::uuid from su), (select c from ctx));
+select is((select count(*)::int from auth.audit_log_entries where action = 'sign_out'), 1, 'a second logout of the same session records nothing');
+select auth.admin_create_user('made@example.com', null, 'authenticated', true, (select c from ctx));
+select is((select detail ->> 'role' from auth.audit_log_entries where action = 'admin_user_created'), 'authenticated', 'admin creation recorded');
 select auth.update_user((select (user_json ->> 'id')::uuid from su), 'audit2@example.com', 'hash2', null, null, (select c from ctx));
 select is((select count(*)::int from auth.audit_log_entries where action in ('email_changed', 'password_changed')), 2, 'email and password changes recorded');
 select auth.delete_user((select (user_json ->> 'id')::uuid from su), (select c from ctx));
