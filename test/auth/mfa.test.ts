@@ -4,6 +4,7 @@
  * never by plinth's own code.
  */
 import t from 'tap';
+import { hkdfSync } from 'node:crypto';
 import * as OTPAuth from 'otpauth';
 import { createTestDatabase } from '../helpers/database.ts';
 import { jwtPayload, PASSWORD, refresh, signIn, signUp, startAuthApp, uniqueEmail, type Session } from './helpers.ts';
@@ -242,4 +243,28 @@ t.test('audit log: who did what, from where, and never a secret', async (t) => {
     t.same([r.status, r.body], [400, { error: 'invalid audit query' }], bad);
   }
   t.equal((await app.call('GET', '/auth/v1/admin/audit', { token: aal2.access_token })).status, 403, 'service role only');
+});
+
+t.test('MFA_ENCRYPTION_KEY, when set, is the key the secrets are encrypted under', async (t) => {
+  const mfaKeyText = 'a separate key for the second factors, 32+ chars';
+  const other = await startAuthApp(t, { db, env: { MFA_ENCRYPTION_KEY: mfaKeyText } });
+  const s = await signUp(other, uniqueEmail('mfa-key'));
+  const e = await other.call('POST', '/auth/v1/factors', { token: s.session.access_token, body: { factor_type: 'totp' } });
+  t.equal(e.status, 200, 'answered 200', { body: e.text });
+  // The documented derivation: HKDF-SHA256 of the key, salt "plinth", info "plinth auth mfa secret v1", 32 bytes.
+  const derive = (k: string) => Buffer.from(hkdfSync('sha256', k, 'plinth', 'plinth auth mfa secret v1', 32));
+  const open = async (key: Buffer) => {
+    try {
+      const [r] = await db.sql<{ b32: string }[]>`select auth_private.base32(auth_private.mfa_unseal(secret, ${key})) as b32 from auth_private.mfa_factors where id = ${e.body.id}`;
+      return r.b32;
+    } catch {
+      return null;
+    }
+  };
+  t.equal(await open(derive(mfaKeyText)), e.body.totp.secret, 'opens with the key from MFA_ENCRYPTION_KEY');
+  t.not(await open(derive(app.config.secret)), e.body.totp.secret, 'not with the one from JWT_SECRET');
+  const code = totpOf(e.body.totp.secret).generate();
+  const c = await other.call('POST', `/auth/v1/factors/${e.body.id}/challenge`, { token: s.session.access_token });
+  const v = await other.call('POST', `/auth/v1/factors/${e.body.id}/verify`, { token: s.session.access_token, body: { challenge_id: c.body.id, code } });
+  t.equal(v.status, 200, 'and the service verifies with it');
 });
