@@ -1,1 +1,10 @@
 -- Enter migration here
+--!include auth/types.sql
+--!include auth/audit.sql
+--!include auth/sessions.sql
+--!include auth/accounts.sql
+--!include auth/one_time_tokens.sql
+--!include auth/oauth.sql
+--!include auth/admin.sql
+--!include auth/mfa.sql
+--!include auth/hook.sql

@@ -2,13 +2,13 @@
  * The auth area (issue 3: accounts and sessions; OAuth lives beside it in oauth/):
  * routes of interface §4.2 and two worker tasks:
  * - `auth__send_email`: the emails of contract §4 (mail.ts);
- * - `auth__purge`: hourly housekeeping (auth.purge_expired), one pending job for all
- *   instances, re-enqueued by itself.
+ * - `auth__purge`: hourly housekeeping (auth.purge_expired, and auth.purge_audit_log for
+ *   AUTH_AUDIT_RETENTION_DAYS), one pending job for all instances, re-enqueued by itself.
 
  */
 import type { Task, TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
-import { purgeExpired, schedulePurge } from './db.ts';
+import { purgeAuditLog, purgeExpired, schedulePurge } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
@@ -18,7 +18,7 @@ const PURGE_EVERY_SECONDS = 3600;
 
 function purgeTask(deps: Deps): Task {
   return async () => {
-    const counts = await purgeExpired(deps.db.sql);
+    const counts = { ...(await purgeExpired(deps.db.sql)), ...(await purgeAuditLog(deps.db.sql, deps.config.authAuditRetentionDays)) };
     deps.log.info({ purged: counts }, 'auth: expired rows purged');
     await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS);
   };

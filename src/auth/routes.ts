@@ -15,7 +15,9 @@ import { AppError, ERRORS } from '../core/errors.ts';
 import { clientIp } from '../core/http.ts';
 import * as q from './db.ts';
 import { hashPassword, needsRehash, verifyPassword } from './passwords.ts';
+import { registerMfaRoutes } from './mfa.ts';
 import {
+  auditContext,
   completePresignedSession,
   isOkGrant,
   presignSession,
@@ -148,6 +150,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
   const { config, db, credentials, log } = deps;
   const sql = db.sql;
   const users = new WeakMap<FastifyRequest, Credential & { userId: string }>();
+  const audit = (req: FastifyRequest) => auditContext(req, config);
 
   // ── gates (onRequest: before the body is read or validated) ───────────────────────────
 
@@ -208,10 +211,11 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
       verification,
       refreshHash: refresh?.hash ?? null,
       refreshTtl: config.refreshTokenTtl,
+      context: audit(req),
     });
     switch (r.status) {
       case 'ok':
-        return sendSession(reply, 201, await sessionFromGrant(deps, grant(r), refresh!.token));
+        return sendSession(reply, 201, await sessionFromGrant(deps, grant(r), refresh!.token, 'password'));
       case 'confirmation_sent':
         return reply.code(200).send({ message: MESSAGES.confirmationSent });
       case 'email_taken':
@@ -239,9 +243,12 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
         // Awaiting confirmation answers 403 whatever the password (interface §3.2, condition
         // "any"); the hash was verified all the same, so the timing tells nothing more.
         if (presigned !== null && config.requireEmailVerification && c.email_confirmed !== true) throw AUTH_ERRORS.emailNotVerified();
-        if (!matches || presigned === null || hash === null) throw AUTH_ERRORS.invalidCredentials();
+        if (!matches || presigned === null || hash === null) {
+          await q.recordFailedSignIn(sql, b.email, audit(req));
+          throw AUTH_ERRORS.invalidCredentials();
+        }
         // The user may be deleted between the two calls: that answers 404 `user not found`.
-        const session = await completePresignedSession(deps, presigned);
+        const session = await completePresignedSession(deps, presigned, audit(req));
         if (needsRehash(hash)) {
           const userId = presigned.claims.sub;
           const password = b.password;
@@ -254,10 +261,10 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
       case 'refresh_token': {
         if (typeof b.refresh_token !== 'string') throw ERRORS.invalidBody();
         const next = newOpaqueToken();
-        const r = await q.rotateRefreshToken(sql, hashToken(b.refresh_token), next.hash, config.refreshTokenTtl);
+        const r = await q.rotateRefreshToken(sql, hashToken(b.refresh_token), next.hash, config.refreshTokenTtl, audit(req));
         switch (r.status) {
           case 'ok':
-            return sendSession(reply, 200, await sessionFromGrant(deps, grant(r), next.token));
+            return sendSession(reply, 200, await sessionFromGrant(deps, grant(r), next.token, 'token_refresh'));
           case 'invalid':
           case 'revoked':
             throw AUTH_ERRORS.invalidRefreshToken();
@@ -282,10 +289,10 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
       const b = optionalBody<AnonymousBody>(req.body);
       if (b.data !== undefined && !isPlainObject(b.data)) throw ERRORS.invalidBody();
       const refresh = newOpaqueToken();
-      const r = await q.signInAnonymously(sql, config.anonymousRole, b.data ?? null, refresh.hash, config.refreshTokenTtl);
+      const r = await q.signInAnonymously(sql, config.anonymousRole, b.data ?? null, refresh.hash, config.refreshTokenTtl, audit(req));
       switch (r.status) {
         case 'ok':
-          return sendSession(reply, 201, await sessionFromGrant(deps, grant(r), refresh.token));
+          return sendSession(reply, 201, await sessionFromGrant(deps, grant(r), refresh.token, 'anonymous'));
         default:
           return unreachable(r.status);
       }
@@ -323,6 +330,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
       userMetadata: b.data ?? null,
       // An email or password change ends the user's other sessions; the caller's stays.
       sessionId: typeof sessionId === 'string' && UUID.test(sessionId) ? sessionId : null,
+      context: audit(req),
     });
     switch (r.status) {
       case 'ok':
@@ -342,7 +350,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
     const sessionId = cred.claimsObject.session_id;
     // A token without a session (made by hand with the secret) has no family to end.
     if (typeof sessionId === 'string' && UUID.test(sessionId)) {
-      const status = await q.endSession(sql, sessionId, cred.userId);
+      const status = await q.endSession(sql, sessionId, cred.userId, audit(req));
       switch (status) {
         case 'ok':
         case 'not_found': // already ended: logging out twice is not an error
@@ -360,7 +368,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
     const b = body(req.body);
     checkEmail(b.email);
     const t = newOpaqueToken();
-    const status = await q.requestRecovery(sql, b.email, t.hash, seal(config.secret, t.token), config.mailRateLimitPerHour);
+    const status = await q.requestRecovery(sql, b.email, t.hash, seal(config.secret, t.token), config.mailRateLimitPerHour, audit(req));
     switch (status) {
       case 'sent':
       case 'not_found': // the same answer either way (no enumeration)
@@ -380,7 +388,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
       if ((await q.checkRecoveryToken(sql, tokenHash)) === 'invalid') throw AUTH_ERRORS.invalidOneTimeToken();
       throw problem;
     }
-    const status = await q.confirmRecovery(sql, tokenHash, await hashPassword(b.password));
+    const status = await q.confirmRecovery(sql, tokenHash, await hashPassword(b.password), audit(req));
     switch (status) {
       case 'ok':
         return reply.code(200).send({ message: MESSAGES.passwordUpdated });
@@ -413,10 +421,10 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
     const token = req.query.token;
     if (typeof token !== 'string' || token === '') throw AUTH_ERRORS.invalidOneTimeToken();
     const refresh = newOpaqueToken();
-    const r = await q.verifyMagicLink(sql, hashToken(token), refresh.hash, config.refreshTokenTtl);
+    const r = await q.verifyMagicLink(sql, hashToken(token), refresh.hash, config.refreshTokenTtl, audit(req));
     switch (r.status) {
       case 'ok': {
-        const session = await sessionFromGrant(deps, grant(r), refresh.token);
+        const session = await sessionFromGrant(deps, grant(r), refresh.token, 'magiclink');
         return reply
           .code(302)
           .header('cache-control', 'no-store')
@@ -464,6 +472,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
         passwordHash: b.password === undefined ? null : await hashPassword(b.password),
         role: b.role ?? 'authenticated',
         emailConfirm: b.email_confirm === true,
+        context: audit(req),
       });
       switch (r.status) {
         case 'ok':
@@ -478,7 +487,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
 
   app.delete<{ Params: { id: string } }>('/auth/v1/admin/users/:id', { onRequest: serviceRoleGate }, async (req, reply) => {
     if (!UUID.test(req.params.id)) throw AUTH_ERRORS.invalidUserId();
-    const status = await q.deleteUser(sql, req.params.id);
+    const status = await q.deleteUser(sql, req.params.id, audit(req));
     switch (status) {
       case 'ok':
         return reply.code(204).send();
@@ -488,4 +497,6 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
         return unreachable(status);
     }
   });
+
+  registerMfaRoutes(app, deps, { userGate, userOf, serviceRoleGate, audit });
 }

@@ -10,12 +10,19 @@
  *   transaction as other work (signup, magic link, guest).
  * - `presignSession` + `completePresignedSession`: password sign-in, which signs the
  *   access token while argon2 runs (see there).
+ *
+ * Every access token carries `aal` and `amr` from the session (types.sql). When
+ * AUTH_HOOK_CUSTOM_ACCESS_TOKEN names a SQL function, the claims pass through it before
+ * they are signed (hook.sql holds the rules; this module holds the 2-second limit).
  */
 import { randomUUID } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
 import type { Deps } from '../core/area.ts';
+import type { RuntimeConfig } from '../core/config.ts';
 import { AppError } from '../core/errors.ts';
-import { startSession, type SessionGrant, type User } from './db.ts';
-import { newOpaqueToken, signAccessToken, type AccessTokenClaims, type OpaqueToken } from './tokens.ts';
+import { clientIp } from '../core/http.ts';
+import { runAccessTokenHook, startSession, type AmrEntry, type AuditContext, type SessionGrant, type User } from './db.ts';
+import { accessTokenClaims, newOpaqueToken, signAccessToken, signClaims, type AccessTokenClaims, type OpaqueToken } from './tokens.ts';
 
 // The User type lives in ./db.ts (which sessions.ts imports), so the two files form no cycle.
 export type { User } from './db.ts';
@@ -28,37 +35,116 @@ export interface Session {
   user: User;
 }
 
-export type SessionDeps = Pick<Deps, 'config' | 'db'>;
+export type SessionDeps = Pick<Deps, 'config' | 'db' | 'log'>;
 
 /** A grant whose status is `ok`: the fields SQL returns when a family was opened or rotated. */
 export interface OkGrant {
   session_id: string;
   is_anonymous: boolean;
   user_json: User;
+  aal: 'aal1' | 'aal2';
+  amr: AmrEntry[];
 }
 
 export function isOkGrant(g: SessionGrant): g is SessionGrant & OkGrant {
-  return g.status === 'ok' && g.session_id !== null && g.user_json !== null;
+  return g.status === 'ok' && g.session_id !== null && g.user_json !== null && g.aal !== null && g.amr !== null;
+}
+
+/** What the audit log keeps of a request: the client IP, the user agent and the request id. */
+export function auditContext(req: FastifyRequest, config: Pick<RuntimeConfig, 'trustProxy'>): AuditContext {
+  const ua = req.headers['user-agent'];
+  return { ip: clientIp(req, config.trustProxy), user_agent: typeof ua === 'string' ? ua : null, request_id: String(req.id) };
+}
+
+/** The access-token hook gets this long; a slower one refuses the token (fails closed). */
+export const HOOK_TIMEOUT_MS = 2000;
+
+export const HOOK_ERRORS = {
+  refused: (message: string | null, status = 403) => new AppError(status, message || 'the access token hook refused the sign-in'),
+  failed: () => new AppError(500, 'the access token hook failed'),
+  timedOut: () => new AppError(500, 'the access token hook timed out'),
+} as const;
+
+/**
+ * The claims through the hook: GoTrue's event {user_id, claims, authentication_method}.
+ * A hook that raises or answers an error refuses the sign-in (4xx, with its message); one
+ * that takes longer than HOOK_TIMEOUT_MS is cancelled and refuses it too (500); a change of
+ * a claim it may not touch is undone in SQL and logged here.
+ */
+async function throughHook(
+  deps: SessionDeps,
+  hook: string,
+  claims: Record<string, unknown>,
+  method: string,
+): Promise<Record<string, unknown>> {
+  const q = runAccessTokenHook(deps.db.sql, hook, { user_id: claims.sub, claims, authentication_method: method });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    void q.cancel();
+  }, HOOK_TIMEOUT_MS);
+  let rows;
+  try {
+    rows = await q;
+  } catch (err) {
+    if (timedOut) {
+      deps.log.error({ hook, timeoutMs: HOOK_TIMEOUT_MS }, 'auth: the access token hook took too long; the sign-in is refused');
+      throw HOOK_ERRORS.timedOut();
+    }
+    deps.log.error({ hook, err }, 'auth: the access token hook failed; the sign-in is refused');
+    throw HOOK_ERRORS.failed();
+  } finally {
+    clearTimeout(timer);
+  }
+  const r = rows[0];
+  switch (r.status) {
+    case 'ok':
+      if (r.refused !== null && r.refused.length > 0) {
+        deps.log.warn({ hook, refused: r.refused }, 'auth: the access token hook may not change these claims; they keep their values');
+      }
+      return r.claims ?? claims;
+    case 'raised':
+      deps.log.info({ hook, message: r.message }, 'auth: the access token hook raised; the sign-in is refused');
+      throw HOOK_ERRORS.refused(r.message);
+    case 'refused':
+      throw HOOK_ERRORS.refused(r.message, r.http_code ?? 403);
+    case 'invalid':
+      deps.log.error({ hook, problem: r.message }, 'auth: the access token hook is unusable; the sign-in is refused');
+      throw HOOK_ERRORS.failed();
+    default:
+      throw new Error(`unexpected hook status ${String(r.status satisfies never)}`);
+  }
 }
 
 /** Sign the access token for a grant and shape the Session around the refresh token. */
-export async function sessionFromGrant(deps: Pick<Deps, 'config'>, grant: OkGrant, refreshToken: string): Promise<Session> {
+export async function sessionFromGrant(deps: SessionDeps, grant: OkGrant, refreshToken: string, method: string): Promise<Session> {
   const { config } = deps;
   const user = grant.user_json;
-  const access_token = await signAccessToken(
-    config.secret,
-    { sub: user.id, role: user.role, email: user.email, session_id: grant.session_id, is_anonymous: grant.is_anonymous },
-    config.accessTokenTtl,
-  );
+  const claims: AccessTokenClaims = {
+    sub: user.id,
+    role: user.role,
+    email: user.email,
+    session_id: grant.session_id,
+    is_anonymous: grant.is_anonymous,
+    aal: grant.aal,
+    amr: grant.amr,
+  };
+  let access_token: string;
+  if (config.authHookCustomAccessToken === null) {
+    access_token = await signAccessToken(config.secret, claims, config.accessTokenTtl);
+  } else {
+    const payload = accessTokenClaims(claims, config.accessTokenTtl);
+    access_token = await signClaims(config.secret, await throughHook(deps, config.authHookCustomAccessToken, payload, method));
+  }
   return { access_token, refresh_token: refreshToken, expires_in: config.accessTokenTtl, token_type: 'bearer', user };
 }
 
 /** Start a new refresh-token family for `userId` and return the full Session. 404 `user not found` if the user is gone. */
-export async function issueSession(deps: SessionDeps, userId: string): Promise<Session> {
+export async function issueSession(deps: SessionDeps, userId: string, method: string, context: AuditContext | null): Promise<Session> {
   const refresh = newOpaqueToken();
-  const grant = await startSession(deps.db.sql, userId, refresh.hash, deps.config.refreshTokenTtl);
+  const grant = await startSession(deps.db.sql, userId, refresh.hash, deps.config.refreshTokenTtl, null, method, context);
   if (!isOkGrant(grant)) throw new AppError(404, 'user not found');
-  return sessionFromGrant(deps, grant, refresh.token);
+  return sessionFromGrant(deps, grant, refresh.token, method);
 }
 
 /**
@@ -86,20 +172,31 @@ export function presignSession(
     email: user.email,
     session_id: randomUUID(),
     is_anonymous: user.is_anonymous,
+    aal: 'aal1',
+    amr: [{ method: 'password', timestamp: Math.floor(Date.now() / 1000) }],
   };
-  const accessToken = signAccessToken(deps.config.secret, claims, deps.config.accessTokenTtl);
+  // With a hook the token is signed after it, in completePresignedSession.
+  const accessToken =
+    deps.config.authHookCustomAccessToken === null
+      ? signAccessToken(deps.config.secret, claims, deps.config.accessTokenTtl)
+      : Promise.resolve('');
   accessToken.catch(() => {}); // awaited later, or dropped when the password is wrong
   return { claims, refresh: newOpaqueToken(), accessToken };
 }
 
 /** Open the family of a presigned session. 404 `user not found` if the user is gone. */
-export async function completePresignedSession(deps: SessionDeps, p: PresignedSession): Promise<Session> {
-  const grant = await startSession(deps.db.sql, p.claims.sub, p.refresh.hash, deps.config.refreshTokenTtl, p.claims.session_id);
+export async function completePresignedSession(deps: SessionDeps, p: PresignedSession, context: AuditContext | null): Promise<Session> {
+  const grant = await startSession(deps.db.sql, p.claims.sub, p.refresh.hash, deps.config.refreshTokenTtl, p.claims.session_id, 'password', context);
   if (!isOkGrant(grant)) throw new AppError(404, 'user not found');
   const u = grant.user_json;
-  if (u.role !== p.claims.role || u.email !== p.claims.email || grant.is_anonymous !== p.claims.is_anonymous) {
-    // Changed in the meantime (milliseconds): sign again with what the database says now.
-    return sessionFromGrant(deps, grant, p.refresh.token);
+  if (
+    deps.config.authHookCustomAccessToken !== null ||
+    u.role !== p.claims.role ||
+    u.email !== p.claims.email ||
+    grant.is_anonymous !== p.claims.is_anonymous
+  ) {
+    // A hook to run, or changed in the meantime (milliseconds): sign with what the database says now.
+    return sessionFromGrant(deps, grant, p.refresh.token, 'password');
   }
   return {
     access_token: await p.accessToken,

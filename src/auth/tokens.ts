@@ -53,12 +53,31 @@ export function unseal(secret: string, sealed: string): string {
   return Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()]).toString('utf8');
 }
 
+const mfaKeys = new Map<string, Buffer>();
+
+/**
+ * The key TOTP secrets are encrypted under in the database (mfa.sql): 32 bytes derived by
+ * HKDF-SHA256 from MFA_ENCRYPTION_KEY, or from the JWT secret when that is unset.
+ */
+export function mfaKey(secret: string): Buffer {
+  let key = mfaKeys.get(secret);
+  if (key === undefined) {
+    key = Buffer.from(hkdfSync('sha256', secret, 'plinth', 'plinth auth mfa secret v1', 32));
+    mfaKeys.set(secret, key);
+  }
+  return key;
+}
+
 export interface AccessTokenClaims {
   sub: string;
   role: string;
   email: string | null;
   session_id: string;
   is_anonymous: boolean;
+  /** aal1, or aal2 once the session verified a second factor. */
+  aal: 'aal1' | 'aal2';
+  /** The methods that authenticated the session, oldest first. */
+  amr: { method: string; timestamp: number }[];
 }
 
 /**
@@ -85,10 +104,33 @@ export async function signAccessToken(secret: string, claims: AccessTokenClaims,
     aud: 'authenticated',
     session_id: claims.session_id,
     is_anonymous: claims.is_anonymous,
+    aal: claims.aal,
+    amr: claims.amr,
   })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(claims.sub)
     .setIssuedAt(now)
     .setExpirationTime(now + ttl)
     .sign(key);
+}
+
+/** The whole payload signAccessToken would sign: what the access-token hook is shown. */
+export function accessTokenClaims(claims: AccessTokenClaims, ttl: number, now = Math.floor(Date.now() / 1000)): Record<string, unknown> {
+  return {
+    sub: claims.sub,
+    role: claims.role,
+    email: claims.email,
+    aud: 'authenticated',
+    session_id: claims.session_id,
+    is_anonymous: claims.is_anonymous,
+    aal: claims.aal,
+    amr: claims.amr,
+    iat: now,
+    exp: now + ttl,
+  };
+}
+
+/** Sign a payload as it is (the hook's answer: sub, iat and exp are among its claims). */
+export async function signClaims(secret: string, payload: Record<string, unknown>): Promise<string> {
+  return new SignJWT(payload).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(await signingKey(secret));
 }

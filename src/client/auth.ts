@@ -29,7 +29,19 @@ export interface Session {
   user: User | null;
 }
 
-export type AuthChangeEvent = 'SIGNED_IN' | 'SIGNED_OUT' | 'TOKEN_REFRESHED' | 'USER_UPDATED';
+export type AuthChangeEvent = 'SIGNED_IN' | 'SIGNED_OUT' | 'TOKEN_REFRESHED' | 'USER_UPDATED' | 'MFA_CHALLENGE_VERIFIED';
+
+/** A second factor of the user (GET /auth/v1/user lists them as `factors`). */
+export interface Factor {
+  id: string;
+  friendly_name: string | null;
+  factor_type: 'totp';
+  status: 'verified' | 'unverified';
+  created_at: string;
+  updated_at: string;
+}
+
+export type AuthenticatorAssuranceLevel = 'aal1' | 'aal2';
 export type AuthChangeCallback = (event: AuthChangeEvent, session: Session | null) => void;
 
 /** Where the session is kept: `sessionStorage`, `localStorage`, or anything alike. */
@@ -99,8 +111,8 @@ function defaultStorage(): SupportedStorage {
   return new MemoryStorage();
 }
 
-/** The `exp` claim of a JWT, or null. */
-export function jwtExpiry(token: string): number | null {
+/** The claims of a JWT (not verified: the service does that), or null. */
+export function jwtClaims(token: string): Record<string, unknown> | null {
   try {
     const part = token.split('.')[1];
     if (!part) return null;
@@ -109,11 +121,17 @@ export function jwtExpiry(token: string): number | null {
     const json = decodeURIComponent(
       Array.from(bin, (c) => '%' + c.charCodeAt(0).toString(16).padStart(2, '0')).join(''),
     );
-    const exp = (JSON.parse(json) as { exp?: unknown }).exp;
-    return typeof exp === 'number' ? exp : null;
+    const claims = JSON.parse(json) as unknown;
+    return typeof claims === 'object' && claims !== null ? (claims as Record<string, unknown>) : null;
   } catch {
     return null;
   }
+}
+
+/** The `exp` claim of a JWT, or null. */
+export function jwtExpiry(token: string): number | null {
+  const exp = jwtClaims(token)?.exp;
+  return typeof exp === 'number' ? exp : null;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -152,6 +170,8 @@ export class AuthClient {
   private urlError: PlinthError | null = null;
   /** Resolves when the stored session (and a session in the URL) has been read. */
   readonly ready: Promise<void>;
+  /** Second factors (TOTP): enrol, challenge, verify, unenrol, list, assurance level. */
+  readonly mfa: MfaApi;
 
   constructor(http: Http, options: AuthOptions = {}) {
     this.http = http;
@@ -160,6 +180,20 @@ export class AuthClient {
     this.autoRefresh = options.autoRefreshToken ?? true;
     this.lead = options.refreshLeadSeconds ?? 60;
     this.ready = this.initialize(options.detectSessionInUrl ?? true);
+    this.mfa = new MfaApi(this.http, {
+      token: () => this.getAccessToken(),
+      session: async () => {
+        await this.ready;
+        return this.session;
+      },
+      user: (jwt) => this.getUser(jwt),
+      adopt: async (data) => {
+        const session = toSession(data);
+        await this.save(session);
+        this.emit('MFA_CHALLENGE_VERIFIED', session);
+        return session;
+      },
+    });
   }
 
   private async initialize(detect: boolean): Promise<void> {
@@ -528,5 +562,103 @@ export class AuthClient {
   startAutoRefresh(): void {
     this.autoRefresh = true;
     this.schedule();
+  }
+}
+
+interface MfaHost {
+  token(): Promise<string | null>;
+  session(): Promise<Session | null>;
+  user(jwt?: string): AuthResult<{ user: User }>;
+  /** Take the session a verification returned as the current one. */
+  adopt(data: Omit<Session, 'expires_at'>): Promise<Session>;
+}
+
+export interface EnrolledFactor {
+  id: string;
+  type: 'totp';
+  friendly_name: string | null;
+  totp: { qr_code: string; secret: string; uri: string };
+}
+
+/**
+ * `auth.mfa`, in supabase-js's names: TOTP factors (POST /auth/v1/factors …). A verified
+ * code raises the session to aal2: the new session replaces the current one
+ * (`MFA_CHALLENGE_VERIFIED`).
+ */
+export class MfaApi {
+  private readonly http: Http;
+  private readonly host: MfaHost;
+
+  constructor(http: Http, host: MfaHost) {
+    this.http = http;
+    this.host = host;
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown): AuthResult<T> {
+    const token = await this.host.token();
+    if (!token) return { data: null, error: new PlinthError('not signed in', 401) };
+    const r = await this.http.request<T>(method, path, { headers: { authorization: `Bearer ${token}` }, body });
+    return r.error ? { data: null, error: r.error } : { data: r.data, error: null };
+  }
+
+  /** A new, unverified TOTP factor: show `totp.qr_code` (an SVG data URI) or `totp.secret` to the user. */
+  async enroll(params: { factorType: 'totp'; friendlyName?: string; issuer?: string }): AuthResult<EnrolledFactor> {
+    const body: Record<string, unknown> = { factor_type: params.factorType };
+    if (params.friendlyName !== undefined) body.friendly_name = params.friendlyName;
+    if (params.issuer !== undefined) body.issuer = params.issuer;
+    return this.call<EnrolledFactor>('POST', '/auth/v1/factors', body);
+  }
+
+  async challenge(params: { factorId: string }): AuthResult<{ id: string; type: 'totp'; expires_at: number }> {
+    return this.call('POST', `/auth/v1/factors/${encodeURIComponent(params.factorId)}/challenge`, {});
+  }
+
+  /** Verify a code for a challenge; on success the session becomes the aal2 one returned. */
+  async verify(params: { factorId: string; challengeId: string; code: string }): AuthResult<Session> {
+    const r = await this.call<Omit<Session, 'expires_at'>>('POST', `/auth/v1/factors/${encodeURIComponent(params.factorId)}/verify`, {
+      challenge_id: params.challengeId,
+      code: params.code,
+    });
+    if (r.error) return { data: null, error: r.error };
+    return { data: await this.host.adopt(r.data), error: null };
+  }
+
+  async challengeAndVerify(params: { factorId: string; code: string }): AuthResult<Session> {
+    const c = await this.challenge({ factorId: params.factorId });
+    if (c.error) return { data: null, error: c.error };
+    return this.verify({ factorId: params.factorId, challengeId: c.data.id, code: params.code });
+  }
+
+  /** Remove a factor (a verified one needs an aal2 session). */
+  async unenroll(params: { factorId: string }): AuthResult<{ id: string }> {
+    return this.call('DELETE', `/auth/v1/factors/${encodeURIComponent(params.factorId)}`);
+  }
+
+  /** The user's factors: `all`, and `totp` (the verified TOTP ones). */
+  async listFactors(): AuthResult<{ all: Factor[]; totp: Factor[] }> {
+    const u = await this.host.user();
+    if (u.error) return { data: null, error: u.error };
+    const all = (u.data.user.factors as Factor[] | undefined) ?? [];
+    return { data: { all, totp: all.filter((f) => f.factor_type === 'totp' && f.status === 'verified') }, error: null };
+  }
+
+  /**
+   * `currentLevel`: the session's `aal` claim; `nextLevel`: aal2 when the user has a
+   * verified factor (the session can be raised to it), else the current level.
+   */
+  async getAuthenticatorAssuranceLevel(): AuthResult<{
+    currentLevel: AuthenticatorAssuranceLevel | null;
+    nextLevel: AuthenticatorAssuranceLevel | null;
+    currentAuthenticationMethods: { method: string; timestamp: number }[];
+  }> {
+    const session = await this.host.session();
+    if (!session) return { data: { currentLevel: null, nextLevel: null, currentAuthenticationMethods: [] }, error: null };
+    const claims = jwtClaims(session.access_token) ?? {};
+    const currentLevel = claims.aal === 'aal2' ? 'aal2' : 'aal1';
+    const factors = await this.listFactors();
+    if (factors.error) return { data: null, error: factors.error };
+    const nextLevel = factors.data.totp.length > 0 ? 'aal2' : currentLevel;
+    const amr = Array.isArray(claims.amr) ? (claims.amr as { method: string; timestamp: number }[]) : [];
+    return { data: { currentLevel, nextLevel, currentAuthenticationMethods: amr }, error: null };
   }
 }

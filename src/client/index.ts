@@ -16,7 +16,19 @@ import { LiveQuery, type LiveOptions } from './live.ts';
 import { StorageClient } from './storage.ts';
 
 export { PlinthError, type Result } from './http.ts';
-export { AuthClient, MemoryStorage, type AuthChangeEvent, type AuthOptions, type Session, type SupportedStorage, type User } from './auth.ts';
+export {
+  AuthClient,
+  MemoryStorage,
+  MfaApi,
+  type AuthChangeEvent,
+  type AuthenticatorAssuranceLevel,
+  type AuthOptions,
+  type EnrolledFactor,
+  type Factor,
+  type Session,
+  type SupportedStorage,
+  type User,
+} from './auth.ts';
 export { ref, normalizeOperation, type BatchData, type BatchOperation, type BatchResult } from './batch.ts';
 export { FunctionsClient, type InvokeOptions } from './functions.ts';
 export { StorageClient, StorageFileApi, type Bucket, type BucketOptions, type FileObject, type UploadOptions } from './storage.ts';

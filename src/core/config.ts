@@ -56,6 +56,12 @@ export interface Config {
   anonymousRateLimit: number;
   /** MAIL_RATE_LIMIT_PER_HOUR: recovery and magic-link mails per address in any hour; 0 disables. */
   mailRateLimitPerHour: number;
+  /** MFA_ENCRYPTION_KEY: the key TOTP secrets are encrypted under (at least 32 characters); null: derived from the JWT secret. */
+  mfaEncryptionKey: string | null;
+  /** AUTH_HOOK_CUSTOM_ACCESS_TOKEN: `schema.function`, the SQL function every access token's claims pass through; null: none. */
+  authHookCustomAccessToken: string | null;
+  /** AUTH_AUDIT_RETENTION_DAYS: audit entries older than this are deleted by the hourly purge; 0 keeps them all. */
+  authAuditRetentionDays: number;
   maxBatchOperations: number;
   storageBackend: 'database' | 'disk' | 's3';
   storageDir: string;
@@ -376,6 +382,24 @@ function edgeRuntimeSecret(env: Env): string | null {
   return v;
 }
 
+/** MFA_ENCRYPTION_KEY: at least 32 characters (the key is derived from it, as from JWT_SECRET). */
+function mfaEncryptionKey(env: Env): string | null {
+  const v = str(env, 'MFA_ENCRYPTION_KEY');
+  if (v === undefined) return null;
+  if (v.length < 32) throw new ConfigError('MFA_ENCRYPTION_KEY', 'must be at least 32 characters');
+  return v;
+}
+
+/** AUTH_HOOK_CUSTOM_ACCESS_TOKEN: `schema.function`, two lower-case identifiers. */
+function authHook(env: Env): string | null {
+  const v = str(env, 'AUTH_HOOK_CUSTOM_ACCESS_TOKEN');
+  if (v === undefined) return null;
+  if (!/^[a-z_][a-z0-9_$]{0,62}\.[a-z_][a-z0-9_$]{0,62}$/.test(v)) {
+    throw new ConfigError('AUTH_HOOK_CUSTOM_ACCESS_TOKEN', 'must be schema.function (lower-case identifiers)');
+  }
+  return v;
+}
+
 /** Parse and validate the environment. Throws ConfigError naming the first bad variable. */
 export function parseConfig(env: Env = process.env): Config {
   const jwtSecret = str(env, 'JWT_SECRET') ?? null;
@@ -425,6 +449,9 @@ export function parseConfig(env: Env = process.env): Config {
     authRateLimit: int(env, 'AUTH_RATE_LIMIT', 30, 0),
     anonymousRateLimit: int(env, 'ANONYMOUS_RATE_LIMIT', 30, 0),
     mailRateLimitPerHour: int(env, 'MAIL_RATE_LIMIT_PER_HOUR', 5, 0, 10000),
+    mfaEncryptionKey: mfaEncryptionKey(env),
+    authHookCustomAccessToken: authHook(env),
+    authAuditRetentionDays: int(env, 'AUTH_AUDIT_RETENTION_DAYS', 90, 0, 100000),
     maxBatchOperations: int(env, 'MAX_BATCH_OPERATIONS', 20, 1),
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),

@@ -41,6 +41,9 @@ t.test('defaults follow contract §2', async (t) => {
   t.equal(c.dbPoolSize, 10);
   t.equal(c.maxBodyBytes, 1048576);
   t.equal(c.maxJsonDepth, 128);
+  t.equal(c.mfaEncryptionKey, null);
+  t.equal(c.authHookCustomAccessToken, null);
+  t.equal(c.authAuditRetentionDays, 90);
   t.equal(c.shutdownTimeoutMs, 10000);
   t.same(c.allowedOrigins, []);
   t.same(c.oauth, {});
@@ -69,6 +72,10 @@ t.test('invalid values name the variable', async (t) => {
     [{ SHUTDOWN_TIMEOUT_MS: '10s' }, 'SHUTDOWN_TIMEOUT_MS'],
     [{ WS_PING_INTERVAL: '0' }, 'WS_PING_INTERVAL'],
     [{ GOOGLE_TOKEN_URL: 'http://example.com/token' }, 'GOOGLE_TOKEN_URL'],
+    [{ MFA_ENCRYPTION_KEY: 'too short' }, 'MFA_ENCRYPTION_KEY'],
+    [{ AUTH_HOOK_CUSTOM_ACCESS_TOKEN: 'no_schema' }, 'AUTH_HOOK_CUSTOM_ACCESS_TOKEN'],
+    [{ AUTH_HOOK_CUSTOM_ACCESS_TOKEN: 'public.hook(); drop table x' }, 'AUTH_HOOK_CUSTOM_ACCESS_TOKEN'],
+    [{ AUTH_AUDIT_RETENTION_DAYS: '-1' }, 'AUTH_AUDIT_RETENTION_DAYS'],
   ];
   for (const [env, name] of cases) {
     t.throws(() => parseConfig(env), { message: new RegExp(name) }, `${JSON.stringify(env)} → ${name}`);

@@ -6,7 +6,7 @@
 import type { Sql } from '../../core/db.ts';
 import type { OAuthProviderName } from '../../core/config.ts';
 import { pgErrorToAppError } from '../../core/errors.ts';
-import type { GrantRow } from '../db.ts';
+import { auditParam, type AuditContext, type GrantRow } from '../db.ts';
 
 async function call<T>(q: Promise<T>): Promise<T> {
   try {
@@ -54,12 +54,13 @@ export interface OAuthSignInInput {
   emailVerified: boolean;
   refreshHash: Buffer;
   refreshTtl: number;
+  context: AuditContext | null;
 }
 
 export async function oauthSignIn(sql: Sql, i: OAuthSignInInput): Promise<GrantRow<OAuthSignInStatus>> {
   const [r] = await call(
     sql<GrantRow<OAuthSignInStatus>[]>`select * from auth.oauth_sign_in(${i.provider}, ${i.email}::text, ${i.emailVerified},
-      ${i.refreshHash}, ${i.refreshTtl})`,
+      ${i.refreshHash}, ${i.refreshTtl}, ${auditParam(sql, i.context)}::jsonb)`,
   );
   return r;
 }

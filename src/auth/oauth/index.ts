@@ -39,7 +39,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as client from 'openid-client';
 import type { Deps } from '../../core/area.ts';
 import { AppError } from '../../core/errors.ts';
-import { isOkGrant, sessionFromGrant, sessionFragmentUrl } from '../sessions.ts';
+import { auditContext, isOkGrant, sessionFromGrant, sessionFragmentUrl } from '../sessions.ts';
 import { hashToken, newOpaqueToken } from '../tokens.ts';
 import * as q from './db.ts';
 import { createProviders, type Identity, type Provider } from './providers.ts';
@@ -218,11 +218,19 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
       emailVerified: identity.emailVerified,
       refreshHash: refresh.hash,
       refreshTtl: config.refreshTokenTtl,
+      context: auditContext(req, config),
     });
     switch (r.status) {
       case 'ok': {
         if (!isOkGrant(r)) throw new Error('oauth_sign_in: ok without a session');
-        const session = await sessionFromGrant(deps, r, refresh.token);
+        let session;
+        try {
+          session = await sessionFromGrant(deps, r, refresh.token, 'oauth');
+        } catch (err) {
+          // The access-token hook refused the token: back to the application as a code, like every OAuth failure.
+          if (!(err instanceof AppError)) throw err;
+          return fail(reply, err.status < 500 ? 'access_denied' : 'server_error', err.publicMessage);
+        }
         return redirect(clearCookies(reply), sessionFragmentUrl(config.siteUrl, session));
       }
       case 'unverified_email':

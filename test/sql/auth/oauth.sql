@@ -175,11 +175,11 @@ select is((select last_sign_in_at is not null from auth.users where email = 'new
 -- ── privileges: API roles reach none of it ───────────────────────────────────────────
 select ok(not has_function_privilege('anon', 'auth.create_oauth_state(bytea, text, text, text, integer)', 'execute'), 'anon cannot create states');
 select ok(not has_function_privilege('authenticated', 'auth.consume_oauth_state(bytea)', 'execute'), 'authenticated cannot consume states');
-select ok(not has_function_privilege('service_role', 'auth.oauth_sign_in(text, text, boolean, bytea, integer)', 'execute'), 'service_role cannot call oauth_sign_in');
+select ok(not has_function_privilege('service_role', 'auth.oauth_sign_in(text, text, boolean, bytea, integer, jsonb)', 'execute'), 'service_role cannot call oauth_sign_in');
 select ok(not has_schema_privilege('anon', 'auth_private', 'usage'), 'the verifiers live where anon has no USAGE');
 select ok(not has_schema_privilege('service_role', 'auth_private', 'usage'), 'nor service_role');
 select is(
-  (select prosecdef and proconfig @> array['search_path=pg_catalog, pg_temp'] from pg_proc where oid = 'auth.oauth_sign_in(text, text, boolean, bytea, integer)'::regprocedure),
+  (select prosecdef and proconfig @> array['search_path=pg_catalog, pg_temp'] from pg_proc where oid = 'auth.oauth_sign_in(text, text, boolean, bytea, integer, jsonb)'::regprocedure),
   true, 'oauth_sign_in is security definer with a pinned search_path');
 select is(
   (select count(*)::int from pg_proc where oid in ('auth.create_oauth_state(bytea, text, text, text, integer)'::regprocedure, 'auth.consume_oauth_state(bytea)'::regprocedure)

@@ -157,7 +157,7 @@ select auth.request_magic_link('rec@example.com', sha256('j3'), 's', 0);
 select is((select count(*)::int from auth_jobs) - (select n from jobs_before), 3, 'limited, unknown and sent: one job each');
 
 -- ── privileges ───────────────────────────────────────────────────────────────────────
-select ok(not has_function_privilege('anon', 'auth.request_recovery(text, bytea, text, integer)', 'execute')
+select ok(not has_function_privilege('anon', 'auth.request_recovery(text, bytea, text, integer, jsonb)', 'execute')
   and not has_function_privilege('anon', 'auth.request_magic_link(text, bytea, text, integer)', 'execute'), 'API roles cannot request emails directly');
 select ok(not has_function_privilege('service_role', 'auth_private.prove_address(uuid, text, text, boolean)', 'execute'), 'nor prove an address');
 select ok(not has_table_privilege('service_role', 'auth_private.proven_emails', 'select'), 'nor read the proven marks');

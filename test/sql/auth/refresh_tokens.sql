@@ -67,7 +67,7 @@ select is((select status from auth.rotate_refresh_token(sha256('l4'), sha256('l5
 -- the API roles cannot reach any of it
 select ok(not has_schema_privilege('anon', 'auth_private', 'usage'), 'anon has no usage on auth_private');
 select ok(not has_schema_privilege('authenticated', 'auth_private', 'usage'), 'authenticated has no usage on auth_private');
-select ok(not has_function_privilege('authenticated', 'auth.rotate_refresh_token(bytea, bytea, integer)', 'execute'), 'authenticated cannot rotate tokens');
+select ok(not has_function_privilege('authenticated', 'auth.rotate_refresh_token(bytea, bytea, integer, jsonb)', 'execute'), 'authenticated cannot rotate tokens');
 select ok(not has_table_privilege('authenticated', 'auth.users', 'select'), 'no default grant on auth.users');
 
 select * from finish();

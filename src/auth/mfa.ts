@@ -1,0 +1,264 @@
+/**
+ * Multi-factor authentication over HTTP, in GoTrue's shapes (docs/api/auth.md, "MFA"):
+ * enrol a TOTP factor, challenge it, verify a code (a new session at aal2), unenrol; the
+ * admin API lists and deletes a user's factors and reads the audit log.
+ *
+ * The state machine lives in SQL (sql/fixtures/auth/mfa.sql): factors, challenges, codes
+ * used once, the failure limit. This module checks the credential and the body, passes
+ * the encryption key, and builds the otpauth URI and its QR code.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import QRCode from 'qrcode';
+import type { Deps } from '../core/area.ts';
+import type { Credential } from '../core/credentials.ts';
+import { AppError, ERRORS } from '../core/errors.ts';
+import * as q from './db.ts';
+import { isOkGrant, sessionFromGrant, type Session } from './sessions.ts';
+import { mfaKey, newOpaqueToken } from './tokens.ts';
+
+export const MFA_ERRORS = {
+  invalidFactorType: () => new AppError(400, 'factor_type must be totp'),
+  invalidCode: () => new AppError(400, 'invalid code'),
+  challengeExpired: () => new AppError(400, 'challenge expired'),
+  invalidAuditQuery: () => new AppError(400, 'invalid audit query'),
+  aal2Required: () => new AppError(403, 'this needs a session verified with a second factor (aal2)'),
+  factorNotFound: () => new AppError(404, 'factor not found'),
+  challengeNotFound: () => new AppError(404, 'challenge not found'),
+  factorNameTaken: () => new AppError(409, 'a factor with this friendly name already exists'),
+  tooManyFactors: () => new AppError(422, 'too many factors'),
+} as const;
+
+/** A challenge lives this long (GoTrue's default). */
+const CHALLENGE_TTL_SECONDS = 300;
+/** Wrong codes a factor may see in the window before every attempt is refused. */
+const VERIFY_MAX_FAILURES = 5;
+const VERIFY_WINDOW_SECONDS = 300;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export interface Gates {
+  userGate: (req: FastifyRequest) => Promise<void>;
+  userOf: (req: FastifyRequest) => Credential & { userId: string };
+  serviceRoleGate: (req: FastifyRequest) => Promise<void>;
+  audit: (req: FastifyRequest) => q.AuditContext;
+}
+
+const str = { type: 'string' } as const;
+const enrollSchema = {
+  type: 'object',
+  required: ['factor_type'],
+  properties: { factor_type: str, friendly_name: { type: 'string', minLength: 1, maxLength: 100 }, issuer: { type: 'string', maxLength: 100 } },
+} as const;
+const verifySchema = { type: 'object', required: ['challenge_id', 'code'], properties: { challenge_id: str, code: str } } as const;
+
+interface EnrollBody {
+  factor_type: string;
+  friendly_name?: string;
+  issuer?: string;
+}
+interface VerifyBody {
+  challenge_id: string;
+  code: string;
+}
+interface AuditQuerystring {
+  user_id?: string;
+  action?: string;
+  since?: string;
+  until?: string;
+  page?: string;
+  per_page?: string;
+}
+
+function unreachable(status: never): never {
+  throw new Error(`unexpected status ${String(status)}`);
+}
+
+function aalOf(cred: Credential): string | null {
+  const aal = cred.claimsObject.aal;
+  return typeof aal === 'string' ? aal : null;
+}
+
+function positiveInt(v: string | undefined, dflt: number, max: number): number {
+  if (v === undefined) return dflt;
+  if (!/^[0-9]{1,7}$/.test(v)) throw MFA_ERRORS.invalidAuditQuery();
+  const n = Number(v);
+  if (n < 1 || n > max) throw MFA_ERRORS.invalidAuditQuery();
+  return n;
+}
+
+function timestamp(v: string | undefined): string | null {
+  if (v === undefined) return null;
+  if (!/^\d{4}-\d{2}-\d{2}([T ][0-9:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(v) || Number.isNaN(Date.parse(v))) throw MFA_ERRORS.invalidAuditQuery();
+  return v;
+}
+
+/** The otpauth:// URI authenticator apps read (Key Uri Format). */
+export function otpauthUri(issuer: string, account: string, secret: string): string {
+  const label = `${encodeURIComponent(issuer)}:${encodeURIComponent(account)}`;
+  const p = new URLSearchParams({ secret, issuer, algorithm: 'SHA1', digits: '6', period: '30' });
+  return `otpauth://totp/${label}?${p.toString()}`;
+}
+
+export function registerMfaRoutes(app: FastifyInstance, deps: Deps, gates: Gates): void {
+  const { config, db } = deps;
+  const sql = db.sql;
+  const key = mfaKey(config.mfaEncryptionKey ?? config.secret);
+  const defaultIssuer = new URL(config.siteUrl).hostname;
+  const { userGate, userOf, serviceRoleGate, audit } = gates;
+
+  app.post<{ Body: EnrollBody }>('/auth/v1/factors', { schema: { body: enrollSchema }, onRequest: userGate }, async (req, reply) => {
+    const cred = userOf(req);
+    const b = req.body;
+    if (b.factor_type !== 'totp') throw MFA_ERRORS.invalidFactorType();
+    const r = await q.mfaEnroll(sql, cred.userId, b.friendly_name ?? null, key, aalOf(cred), audit(req));
+    switch (r.status) {
+      case 'ok': {
+        const uri = otpauthUri(b.issuer ?? defaultIssuer, r.user_email!, r.secret!);
+        const svg = await QRCode.toString(uri, { type: 'svg', margin: 2 });
+        return reply
+          .code(200)
+          .header('cache-control', 'no-store')
+          .send({
+            id: r.factor_id,
+            type: 'totp',
+            friendly_name: b.friendly_name ?? null,
+            totp: { qr_code: `data:image/svg+xml;utf-8,${encodeURIComponent(svg)}`, secret: r.secret, uri },
+          });
+      }
+      case 'user_not_found':
+        throw new AppError(404, 'user not found');
+      case 'aal2_required':
+        throw MFA_ERRORS.aal2Required();
+      case 'name_taken':
+        throw MFA_ERRORS.factorNameTaken();
+      case 'too_many_factors':
+        throw MFA_ERRORS.tooManyFactors();
+      default:
+        return unreachable(r.status);
+    }
+  });
+
+  app.post<{ Params: { id: string } }>('/auth/v1/factors/:id/challenge', { onRequest: userGate }, async (req, reply) => {
+    const cred = userOf(req);
+    if (!UUID.test(req.params.id)) throw MFA_ERRORS.factorNotFound();
+    const r = await q.mfaChallenge(sql, cred.userId, req.params.id, CHALLENGE_TTL_SECONDS);
+    switch (r.status) {
+      case 'ok':
+        return reply.code(200).send({ id: r.challenge_id, type: 'totp', expires_at: Math.floor(r.expires_at!.getTime() / 1000) });
+      case 'factor_not_found':
+        throw MFA_ERRORS.factorNotFound();
+      default:
+        return unreachable(r.status);
+    }
+  });
+
+  app.post<{ Params: { id: string }; Body: VerifyBody }>(
+    '/auth/v1/factors/:id/verify',
+    { schema: { body: verifySchema }, onRequest: userGate },
+    async (req, reply: FastifyReply) => {
+      const cred = userOf(req);
+      if (!UUID.test(req.params.id)) throw MFA_ERRORS.factorNotFound();
+      if (!UUID.test(req.body.challenge_id)) throw MFA_ERRORS.challengeNotFound();
+      const sessionId = cred.claimsObject.session_id;
+      if (typeof sessionId !== 'string' || !UUID.test(sessionId)) throw ERRORS.invalidToken();
+      const refresh = newOpaqueToken();
+      const r = await q.mfaVerify(sql, {
+        userId: cred.userId,
+        sessionId,
+        factorId: req.params.id,
+        challengeId: req.body.challenge_id,
+        code: req.body.code.trim(),
+        key,
+        refreshHash: refresh.hash,
+        ttlSeconds: config.refreshTokenTtl,
+        maxFailures: VERIFY_MAX_FAILURES,
+        windowSeconds: VERIFY_WINDOW_SECONDS,
+        context: audit(req),
+      });
+      switch (r.status) {
+        case 'ok': {
+          if (!isOkGrant(r)) throw new Error('mfa_verify: ok without a session');
+          const session: Session = await sessionFromGrant(deps, r, refresh.token, 'totp');
+          return reply.code(200).header('cache-control', 'no-store').send(session);
+        }
+        case 'factor_not_found':
+          throw MFA_ERRORS.factorNotFound();
+        case 'limited':
+          throw new AppError(429, 'too many requests, try again later');
+        case 'challenge_not_found':
+          throw MFA_ERRORS.challengeNotFound();
+        case 'challenge_expired':
+          throw MFA_ERRORS.challengeExpired();
+        case 'session_not_found':
+          throw ERRORS.invalidToken();
+        case 'invalid_code':
+          throw MFA_ERRORS.invalidCode();
+        default:
+          return unreachable(r.status);
+      }
+    },
+  );
+
+  app.delete<{ Params: { id: string } }>('/auth/v1/factors/:id', { onRequest: userGate }, async (req, reply) => {
+    const cred = userOf(req);
+    if (!UUID.test(req.params.id)) throw MFA_ERRORS.factorNotFound();
+    const status = await q.mfaUnenroll(sql, cred.userId, req.params.id, aalOf(cred), audit(req));
+    switch (status) {
+      case 'ok':
+        return reply.code(200).send({ id: req.params.id });
+      case 'not_found':
+        throw MFA_ERRORS.factorNotFound();
+      case 'aal2_required':
+        throw MFA_ERRORS.aal2Required();
+      default:
+        return unreachable(status);
+    }
+  });
+
+  // ── admin (service_role) ─────────────────────────────────────────────────────────────
+
+  app.get<{ Params: { id: string } }>('/auth/v1/admin/users/:id/factors', { onRequest: serviceRoleGate }, async (req, reply) => {
+    if (!UUID.test(req.params.id)) throw new AppError(400, 'invalid user id');
+    const r = await q.adminListFactors(sql, req.params.id);
+    switch (r.status) {
+      case 'ok':
+        return reply.code(200).send(r.factors);
+      case 'not_found':
+        throw new AppError(404, 'user not found');
+      default:
+        return unreachable(r.status);
+    }
+  });
+
+  app.delete<{ Params: { id: string; factorId: string } }>(
+    '/auth/v1/admin/users/:id/factors/:factorId',
+    { onRequest: serviceRoleGate },
+    async (req, reply) => {
+      if (!UUID.test(req.params.id)) throw new AppError(400, 'invalid user id');
+      if (!UUID.test(req.params.factorId)) throw MFA_ERRORS.factorNotFound();
+      const status = await q.adminDeleteFactor(sql, req.params.id, req.params.factorId, audit(req));
+      switch (status) {
+        case 'ok':
+          return reply.code(200).send({ id: req.params.factorId });
+        case 'not_found':
+          throw MFA_ERRORS.factorNotFound();
+        default:
+          return unreachable(status);
+      }
+    },
+  );
+
+  app.get<{ Querystring: AuditQuerystring }>('/auth/v1/admin/audit', { onRequest: serviceRoleGate }, async (req, reply) => {
+    const p = req.query;
+    if (p.user_id !== undefined && !UUID.test(p.user_id)) throw MFA_ERRORS.invalidAuditQuery();
+    if (p.action !== undefined && !/^[a-z_]{1,64}$/.test(p.action)) throw MFA_ERRORS.invalidAuditQuery();
+    const entries = await q.listAuditLog(sql, {
+      userId: p.user_id ?? null,
+      action: p.action ?? null,
+      since: timestamp(p.since),
+      until: timestamp(p.until),
+      page: positiveInt(p.page, 1, 1_000_000),
+      perPage: positiveInt(p.per_page, 50, 1000),
+    });
+    return reply.code(200).type('application/json; charset=utf-8').send(entries);
+  });
+}
