@@ -30,7 +30,7 @@ const ESBUILD_OPTIONS: BuildOptions = {
 /** The bundle's code, built in memory (what the browser tests serve). */
 export async function bundleCode(): Promise<string> {
   const r = await build({ ...ESBUILD_OPTIONS, write: false, outfile: 'client.js' });
-  return r.outputFiles![0].text;
+  return r.outputFiles[0].text;
 }
 
 export async function buildClient(opts: { quiet?: boolean; outDir?: string } = {}): Promise<{ file: string; bytes: number; gzip: number }> {

@@ -32,6 +32,7 @@ function validDomain(domain: string): number {
     if (/^IPv6:/i.test(literal) && isIPv6(literal.slice(5))) return domain.length;
     return -1;
   }
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point
   if (/[\s\u0000-\u001f\u007f]/u.test(domain) || domain.endsWith('.')) return -1;
   const ascii = domainToASCII(domain);
   if (ascii === '' || ascii.length > 253) return -1;

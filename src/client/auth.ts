@@ -60,7 +60,8 @@ interface BrowserGlobals {
   document?: unknown;
   location?: { hash: string; pathname: string; search: string; assign(url: string): void };
   history?: { replaceState(data: unknown, unused: string, url?: string): void };
-  sessionStorage?: SupportedStorage;
+  /** The browser's, synchronous. */
+  sessionStorage?: { getItem(key: string): string | null; setItem(key: string, value: string): void; removeItem(key: string): void };
   atob?: (s: string) => string;
   navigator?: { locks?: { request<T>(name: string, cb: () => Promise<T>): Promise<T> } };
 }

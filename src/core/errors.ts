@@ -63,7 +63,8 @@ const CONNECTION_CODES = new Set([
 
 export function isConnectionError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
-  const code = String((err as PgLikeError).code ?? '');
+  const raw = (err as PgLikeError).code;
+  const code = typeof raw === 'string' ? raw : '';
   // 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown, cannot connect now
   return CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03';
 }
@@ -82,7 +83,7 @@ export function pgErrorToAppError(err: unknown, opts: { trusted?: boolean } = {}
   if (opts.trusted && /^PT\d{3}$/.test(code)) {
     const status = Number(code.slice(2));
     if (status >= 400 && status < 600) {
-      return new AppError(status, String(e.message ?? 'invalid request'), { cause: err, internal });
+      return new AppError(status, typeof e.message === 'string' ? e.message : 'invalid request', { cause: err, internal });
     }
   }
   if (code === '23505') return new AppError(409, 'duplicate value violates unique constraint', { cause: err, internal });

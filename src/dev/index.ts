@@ -51,8 +51,9 @@ export const devArea: Area = {
           throw pgErrorToAppError(err);
         }
         // A multi-statement text answers one result per statement: keep the last.
-        const rows = Array.isArray(result) && result.length > 0 && Array.isArray(result[result.length - 1]) ? result[result.length - 1] : result;
-        return reply.send(Array.isArray(rows) ? [...rows] : []);
+        const results = Array.isArray(result) ? (result as unknown[]) : [];
+        const rows = results.length > 0 && Array.isArray(results[results.length - 1]) ? results[results.length - 1] : result;
+        return reply.send(Array.isArray(rows) ? [...(rows as unknown[])] : []);
       });
     }
 

@@ -111,7 +111,8 @@ class Spread {
   }
 }
 
-type Resolved = unknown | Spread | typeof MISSING;
+/** A JSON value, a `Spread` or `MISSING` (told apart with `instanceof` and `===`). */
+type Resolved = unknown;
 
 function unresolved(template: string): AppError {
   return new AppError(400, `unresolved template ${template}`);
@@ -234,12 +235,12 @@ function failure(id: string, err: unknown): Result {
 
 async function runPartial(c: ReservedSql, p: Prepared): Promise<readonly postgres.Row[]> {
   const [, res] = await Promise.allSettled([
-    c.unsafe('savepoint plinth_batch_op').execute(),
+    c`savepoint plinth_batch_op`.execute(),
     run(c, p).execute(),
-    c.unsafe('release savepoint plinth_batch_op').execute(),
+    c`release savepoint plinth_batch_op`.execute(),
   ]);
   if (res.status === 'fulfilled') return res.value;
-  await Promise.all([c.unsafe('rollback to savepoint plinth_batch_op').execute(), c.unsafe('release savepoint plinth_batch_op').execute()]);
+  await Promise.all([c`rollback to savepoint plinth_batch_op`.execute(), c`release savepoint plinth_batch_op`.execute()]);
   throw res.reason;
 }
 

@@ -20,7 +20,7 @@ import { parsePrefer } from './grammar.ts';
 import { Catalog, loadCatalog } from './catalog.ts';
 import { REST_ERRORS, prepareRpc, prepareTable, type Method } from './compile.ts';
 import { execute, type Outcome } from './execute.ts';
-import { REACHABLE_SQL, buildOpenApi, type Reachable } from './openapi.ts';
+import { buildOpenApi, reachableQuery, type Reachable } from './openapi.ts';
 import { runBatch, validateBatch } from './batch.ts';
 
 const SINGULAR_TYPE = 'application/vnd.pgrst.object+json';
@@ -171,11 +171,11 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
     const cat = await cache.get();
     let rows;
     try {
-      rows = await db.withContext(cred, (c) => c.unsafe(REACHABLE_SQL, [], { prepare: true }));
+      rows = await db.withContext(cred, reachableQuery);
     } catch (err) {
       throw pgErrorToAppError(err);
     }
-    const reach: Reachable = { rels: JSON.parse(rows[0].rels as string), funcs: JSON.parse(rows[0].funcs as string) };
+    const reach: Reachable = { rels: JSON.parse(rows[0].rels as string) as Reachable['rels'], funcs: JSON.parse(rows[0].funcs as string) as Reachable['funcs'] };
     const doc = buildOpenApi(cat, reach, { host: req.headers.host, scheme: req.protocol });
     return reply.code(200).type('application/openapi+json; charset=utf-8').send(JSON.stringify(doc));
   };

@@ -13,6 +13,7 @@ import { AppError } from '../core/errors.ts';
 export const invalidObjectPath = () => new AppError(400, 'invalid object path');
 export const invalidBucketId = () => new AppError(400, 'invalid bucket id');
 
+// eslint-disable-next-line no-control-regex -- refusing control characters is the point
 const CONTROL = /[\u0000-\u001f\u007f]/;
 const DRIVE = /^[A-Za-z]:/;
 const MAX_SEGMENT_BYTES = 255;
