@@ -182,9 +182,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
     return cred;
   }
 
-  async function serviceRoleGate(req: FastifyRequest): Promise<void> {
-    await credentials.serviceRole(req);
-  }
+  const serviceRoleGate = credentials.requireRole('service_role');
 
   // ── signup and sign-in ─────────────────────────────────────────────────────────────────
 

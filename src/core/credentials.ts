@@ -147,13 +147,31 @@ export class Credentials {
     return cred as Credential & { userId: string };
   }
 
-  /** service_role endpoints: the service-role key (or any token whose role is service_role). */
-  async serviceRole(req: FastifyRequest): Promise<Credential> {
-    const cred = await this.fromHeaders(req.headers);
-    if (cred === null) throw ERRORS.missingCredentials();
-    if (cred.role !== 'service_role') throw ERRORS.serviceRoleRequired();
-    return cred;
+  /**
+   * The `onRequest` hook of a route only the service role may call (`{ onRequest:
+   * credentials.requireRole('service_role') }`): the service-role key, or any token whose
+   * role is service_role. None: 401 `missing credentials`; another role's: 403 `service role
+   * required` (docs/decisions/0008-service-role-endpoints-401-then-403.md). It runs before
+   * the body is read; the handler takes the credential with `gatedCredential(req)`.
+   */
+  requireRole(role: 'service_role'): (req: FastifyRequest) => Promise<void> {
+    return async (req) => {
+      const cred = await this.fromHeaders(req.headers);
+      if (cred === null) throw ERRORS.missingCredentials();
+      if (cred.role !== role) throw ERRORS.serviceRoleRequired();
+      gated.set(req, cred);
+    };
   }
+}
+
+/** The credential each request was let through with by its route's `requireRole` hook. */
+const gated = new WeakMap<FastifyRequest, Credential>();
+
+/** The credential `requireRole` let this request through with; a route without that hook has none (a bug, thrown). */
+export function gatedCredential(req: FastifyRequest): Credential {
+  const cred = gated.get(req);
+  if (cred === undefined) throw new Error('gatedCredential: the route has no requireRole hook');
+  return cred;
 }
 
 /** apikey is honoured only for the anon and service-role keys (contract §3). */

@@ -41,8 +41,7 @@ export const devArea: Area = {
   name: 'dev',
   register(app, { config, db, credentials }) {
     if (config.enableSqlEndpoint) {
-      app.post<{ Body: SqlBody }>('/api/sql', { schema: { body: sqlSchema } }, async (req, reply) => {
-        await credentials.serviceRole(req);
+      app.post<{ Body: SqlBody }>('/api/sql', { schema: { body: sqlSchema }, onRequest: credentials.requireRole('service_role') }, async (req, reply) => {
         if (req.body === undefined) throw ERRORS.invalidBody();
         let result: unknown;
         try {
@@ -58,8 +57,7 @@ export const devArea: Area = {
     }
 
     if (config.enableDemoEndpoint || config.serviceRoleKeyExplicit) {
-      app.post<{ Body: DemoBody }>('/api/demo', { schema: { body: demoSchema } }, async (req, reply) => {
-        await credentials.serviceRole(req);
+      app.post<{ Body: DemoBody }>('/api/demo', { schema: { body: demoSchema }, onRequest: credentials.requireRole('service_role') }, async (req, reply) => {
         const { action, id, title } = req.body ?? ({} as DemoBody);
         if (req.body === undefined) throw ERRORS.invalidBody();
         if (action !== 'insert' && id === undefined) throw ERRORS.invalidBody();

@@ -26,6 +26,7 @@
  */
 import { existsSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { gatedCredential } from '../core/credentials.ts';
 import type { Area, Deps } from '../core/area.ts';
 import type { RequestContext } from '../core/db.ts';
 import { ERRORS, pgErrorToAppError } from '../core/errors.ts';
@@ -189,8 +190,9 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     return forwarder.forward(req, reply, { base, path, name: encodeSegment(name), secret, drop });
   };
 
+  const serviceRoleGate = credentials.requireRole('service_role');
   const list = async (req: FastifyRequest, reply: FastifyReply) => {
-    const cred = await credentials.serviceRole(req);
+    const cred = gatedCredential(req);
     let rows;
     try {
       rows = await db.withContext(cred, (c) => c`select edge.function_list()::text as body`);
@@ -200,10 +202,9 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     return sendJsonText(reply, 200, rows[0].body as string);
   };
 
-  app.get(`${PREFIX}/`, list);
-  app.get(PREFIX, list);
-  app.post(`${PREFIX}/_refresh`, async (req, reply) => {
-    await credentials.serviceRole(req);
+  app.get(`${PREFIX}/`, { onRequest: serviceRoleGate }, list);
+  app.get(PREFIX, { onRequest: serviceRoleGate }, list);
+  app.post(`${PREFIX}/_refresh`, { onRequest: serviceRoleGate }, async (_req, reply) => {
     try {
       await cache.reload();
       await db.notifyCacheReload('functions');

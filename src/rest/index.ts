@@ -199,8 +199,7 @@ export const restArea: Area = {
 
     await app.register(async (scope) => routes(scope, deps, cache));
 
-    app.post('/api/catalog/refresh', async (req, reply) => {
-      await deps.credentials.serviceRole(req);
+    app.post('/api/catalog/refresh', { onRequest: deps.credentials.requireRole('service_role') }, async (_req, reply) => {
       try {
         await cache.reload();
         await deps.db.notifyCacheReload('rest');

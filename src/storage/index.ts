@@ -18,6 +18,7 @@
 import { Readable } from 'node:stream';
 import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { gatedCredential } from '../core/credentials.ts';
 import type { Area, Deps } from '../core/area.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText, toAppError } from '../core/http.ts';
@@ -161,8 +162,10 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
   const { db, credentials, log } = deps;
 
   // ---- buckets (JSON) ----
-  app.post('/storage/v1/bucket', async (req, reply) => {
-    const cred = await credentials.serviceRole(req);
+  const serviceRoleGate = credentials.requireRole('service_role');
+
+  app.post('/storage/v1/bucket', { onRequest: serviceRoleGate }, async (req, reply) => {
+    const cred = gatedCredential(req);
     const b = req.body as Record<string, unknown> | undefined;
     if (typeof b !== 'object' || b === null || Array.isArray(b)) throw ERRORS.invalidBody();
     const id = b.id ?? b.name;
@@ -196,8 +199,8 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
     return sendJsonText(reply, 200, await sdb.listBuckets(db, cred));
   });
 
-  app.delete('/storage/v1/bucket/*', async (req, reply) => {
-    const cred = await credentials.serviceRole(req);
+  app.delete('/storage/v1/bucket/*', { onRequest: serviceRoleGate }, async (req, reply) => {
+    const cred = gatedCredential(req);
     const id = parseBucketId(req.url, BUCKET_PREFIX, invalidBucketId);
     const status = await sdb.deleteBucket(db, cred, id);
     switch (status) {

@@ -7,7 +7,7 @@
  * These static routes win over REST's `/rest/v1/:table` (find-my-way prefers static
  * segments; contract §9). The service-role check runs before the body is looked at.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../core/area.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
@@ -82,9 +82,7 @@ function parseLimit(raw: unknown): number {
 export function registerWebhookRoutes(app: FastifyInstance, deps: Deps): void {
   const { db, credentials } = deps;
   const sql = db.sql;
-  const serviceRoleGate = async (req: FastifyRequest): Promise<void> => {
-    await credentials.serviceRole(req);
-  };
+  const serviceRoleGate = credentials.requireRole('service_role');
 
   app.post('/rest/v1/webhooks', { onRequest: serviceRoleGate }, async (req, reply) => {
     const input = parseCreate(req.body);
