@@ -6,23 +6,22 @@
  *   instances, re-enqueued by itself.
 
  */
-import type { Task, TaskList } from 'graphile-worker';
-import type { Area, Deps } from '../core/area.ts';
+import type { TaskList } from 'graphile-worker';
+import type { Area } from '../core/area.ts';
+import { periodic } from '../core/periodic.ts';
 import { purgeExpired, schedulePurge } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
 import { registerOAuthRoutes } from './oauth/index.ts';
 
-const PURGE_EVERY_SECONDS = 3600;
-
-function purgeTask(deps: Deps): Task {
-  return async () => {
-    const counts = await purgeExpired(deps.db.sql);
-    deps.log.info({ purged: counts }, 'auth: expired rows purged');
-    await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS);
-  };
-}
+const purge = periodic({
+  name: 'auth__purge',
+  everySeconds: 3600,
+  run: purgeExpired,
+  schedule: schedulePurge,
+  done: 'auth: expired rows purged',
+});
 
 export const authArea: Area = {
   name: 'auth',
@@ -32,11 +31,9 @@ export const authArea: Area = {
     registerAuthRoutes(app, deps);
     registerOAuthRoutes(app, deps);
     // A pending purge keeps its time (preserve_run_at): restarts do not postpone it.
-    await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS).catch((err: unknown) =>
-      deps.log.warn({ err }, 'auth: could not schedule the purge job; the next start will'),
-    );
+    await purge.start(deps);
   },
   tasks(deps): TaskList {
-    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__purge: purgeTask(deps) };
+    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__purge: purge.task(deps) };
   },
 };
