@@ -7,18 +7,9 @@
 import type postgres from 'postgres';
 import type { Sql } from '../core/db.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
+import type { User } from '../shared/wire.ts';
 
-/** The User object of the wire (interface §2.1); built by `auth_private.user_json`. */
-export interface User {
-  id: string;
-  email: string | null;
-  role: string;
-  user_metadata: Record<string, unknown>;
-  created_at: string;
-  updated_at: string;
-  /** OAuth users only. */
-  provider?: string;
-}
+export type { User };
 
 async function call<T>(q: Promise<T>): Promise<T> {
   try {

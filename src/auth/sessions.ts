@@ -14,19 +14,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Deps } from '../core/area.ts';
 import { AppError } from '../core/errors.ts';
-import { startSession, type SessionGrant, type User } from './db.ts';
+import type { Session, User } from '../shared/wire.ts';
+import { startSession, type SessionGrant } from './db.ts';
 import { newOpaqueToken, signAccessToken, type AccessTokenClaims, type OpaqueToken } from './tokens.ts';
 
-// The User type lives in ./db.ts (which sessions.ts imports), so the two files form no cycle.
-export type { User } from './db.ts';
-
-export interface Session {
-  access_token: string;
-  refresh_token: string;
-  expires_in: number;
-  token_type: 'bearer';
-  user: User;
-}
+export type { Session, User };
 
 export type SessionDeps = Pick<Deps, 'config' | 'db'>;
 

@@ -5,24 +5,16 @@
  * expires, once however many calls race for it; a refused refresh (reuse detected, expired,
  * revoked) ends the session with `SIGNED_OUT`.
  */
+import type * as wire from '../shared/wire.ts';
 import { PlinthError, type Http, type Result } from './http.ts';
 
-export interface User {
-  id: string;
-  email: string | null;
-  role: string;
-  user_metadata: Record<string, unknown>;
-  created_at: string;
-  updated_at: string;
-  provider?: string;
+/** The server's User (src/shared/wire.ts); fields a later server adds pass through. */
+export interface User extends wire.User {
   [key: string]: unknown;
 }
 
-export interface Session {
-  access_token: string;
-  refresh_token: string;
-  /** Seconds the access token lived when issued. */
-  expires_in: number;
+/** The server's Session as the client keeps it: with the time it expires at, and no user once signed out of. */
+export interface Session extends Omit<wire.Session, 'token_type' | 'user'> {
   /** Unix time (seconds) the access token expires at. */
   expires_at: number;
   token_type: string;
