@@ -92,7 +92,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     deps,
     url: `http://${host}:${port}`,
     close() {
-      // Order (design.md): stop listening and drain, stop the worker, end the pools.
+      // Order (docs/architecture.md): stop listening and drain, stop the worker, end the pools.
       closing ??= (async () => {
         await app.close();
         for (const area of areas) await area.close?.();

@@ -1,6 +1,6 @@
 /**
  * The auth area's SQL entry functions, one typed wrapper each (STYLE, SQL/TS boundary).
- * They run as the connecting role (plain `db.sql`, design.md). Expected outcomes come back
+ * They run as the connecting role (plain `db.sql`, docs/architecture.md). Expected outcomes come back
  * as a `status` text the routes switch on exhaustively; anything raised is mapped by
  * `pgErrorToAppError(err, {trusted: true})`, which honours `PTnnn` codes here only.
  */

@@ -1,7 +1,7 @@
 /**
- * The auth area (issue 3: accounts and sessions; OAuth lives beside it in oauth/):
- * routes of interface §4.2 and two worker tasks:
- * - `auth__send_email`: the emails of contract §4 (mail.ts);
+ * The auth area (accounts and sessions; OAuth lives beside it in oauth/):
+ * the routes of docs/api/auth.md and two worker tasks:
+ * - `auth__send_email`: the emails of docs/api/auth.md (mail.ts);
  * - `auth__purge`: hourly housekeeping (auth.purge_expired), one pending job for all
  *   instances, re-enqueued by itself.
 

@@ -1,5 +1,5 @@
 /**
- * Sessions (interface §2.2): every way of signing in (password, refresh, magic link, OAuth,
+ * Sessions (docs/api/auth.md): every way of signing in (password, refresh, magic link, OAuth,
  * guest, signup) ends here. SQL opens or rotates the refresh-token family and returns a
  * `SessionGrant`; this module signs the access token and shapes the Session.
  *
@@ -102,7 +102,7 @@ export async function completePresignedSession(deps: SessionDeps, p: PresignedSe
   };
 }
 
-/** The `{SITE_URL}#access_token=…` redirect target of magic link and OAuth (interface §4.2). */
+/** The `{SITE_URL}#access_token=…` redirect target of magic link and OAuth (docs/api/auth.md). */
 export function sessionFragmentUrl(siteUrl: string, s: Session): string {
   const p = new URLSearchParams({
     access_token: s.access_token,

@@ -1,5 +1,5 @@
 /**
- * Input rules of interface §2.1 and §8: email addresses and password length.
+ * Input rules of docs/api/auth.md and docs/api/overview.md: email addresses and password length.
  *
  * Email: RFC 5321/5322 addr-spec as mail servers accept it, plus RFC 6531 (UTF-8 local
  * parts) and IDNA domains. Accepted: dot-atom local parts with every atext character

@@ -1,5 +1,5 @@
 /**
- * Accounts and sessions from the application's side (interface §4.2, §5.9, §6.3): the names
+ * Accounts and sessions from the application's side (docs/api/auth.md, docs/client.md): the names
  * and shapes of supabase-js's `auth` where the interface allows. The session lives in
  * tab-scoped `sessionStorage` by default; the access token is refreshed 60 s before it
  * expires, once however many calls race for it; a refused refresh (reuse detected, expired,
@@ -40,7 +40,7 @@ export interface AuthOptions {
   autoRefreshToken?: boolean;
   /** Read a session (or an OAuth error) from the URL fragment after a redirect, then clear it. */
   detectSessionInUrl?: boolean;
-  /** Seconds before expiry at which the token is refreshed (interface §8: 60). */
+  /** Seconds before expiry at which the token is refreshed (docs/api/overview.md: 60). */
   refreshLeadSeconds?: number;
 }
 

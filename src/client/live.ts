@@ -1,5 +1,5 @@
 /**
- * Live queries over WebSocket (interface §4.9, §6.2; contract §5 "Live queries"): one
+ * Live queries over WebSocket (docs/api/live.md; docs/client.md): one
  * connection to `/ws/{queryId}` with the session's token, reconnecting with backoff and a
  * fresh token, and a result set kept for the caller. The token travels in the
  * `Sec-WebSocket-Protocol` header (subprotocols `plinth` and `base64url.bearer.<token>`),

@@ -1,5 +1,5 @@
 /**
- * Credentials → {role, claims} (interface §5.2–5.3, contract §3).
+ * Credentials → {role, claims} (docs/api/overview.md).
  *
  * - `Authorization: Bearer` first: the anon key, the service-role key or a user access
  *   token. A bearer token that fails verification is 401 `invalid or expired token`,
@@ -76,7 +76,7 @@ export class Credentials {
     // A user token (one with `sub`) without `exp` would never expire: every one plinth signs
     // carries `exp`, so such a token was made by hand with the secret, and it is refused.
     if (payload.sub !== undefined && typeof payload.exp !== 'number') throw ERRORS.invalidToken();
-    // The anon and service-role keys carry `role` alone: their claims are `{"role": …}` (contract §5).
+    // The anon and service-role keys carry `role` alone: their claims are `{"role": …}` (docs/api/overview.md).
     let claimsObject: Record<string, unknown> = payload;
     if (sub === null) {
       const { iat: _iat, exp: _exp, ...rest } = payload;
@@ -174,7 +174,7 @@ export function gatedCredential(req: FastifyRequest): Credential {
   return cred;
 }
 
-/** apikey is honoured only for the anon and service-role keys (contract §3). */
+/** apikey is honoured only for the anon and service-role keys (docs/api/overview.md). */
 function apikeyOnly(cred: Credential): Credential {
   if (cred.role === 'anon' || cred.role === 'service_role') return cred;
   throw ERRORS.invalidToken();

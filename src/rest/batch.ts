@@ -1,5 +1,5 @@
 /**
- * POST /rest/v1/batch (interface §2.8, §3.5, §4.5; contract §9): several REST and RPC
+ * POST /rest/v1/batch (docs/api/rest.md): several REST and RPC
  * operations in one transaction under the request's role and claims.
  *
  * - Validation first: the body's shape, the number of operations (MAX_BATCH_OPERATIONS),
@@ -135,7 +135,7 @@ function walk(v: unknown, segs: readonly string[], i: number): Resolved {
       const k = Number(s);
       return k < v.length ? walk(v[k], segs, i + 1) : MISSING;
     }
-    // `{{op.field}}` on a one-element array reads that element (contract §9).
+    // `{{op.field}}` on a one-element array reads that element (docs/api/rest.md).
     return v.length === 1 ? walk(v[0], segs, i) : MISSING;
   }
   if (isObject(v) && Object.hasOwn(v, s)) return walk(v[s], segs, i + 1);

@@ -1,5 +1,5 @@
 /**
- * The REST area (interface §4.3, §4.4, §4.5, §4.10 `/api/catalog/refresh`; contract §5, §9):
+ * The REST area (docs/api/rest.md; docs/api/admin-and-sql.md for `/api/catalog/refresh`):
  * tables and views under /rest/v1/{table}, functions under /rest/v1/rpc/{name}, the batch,
  * the OpenAPI description and rls-debug.
  *
@@ -83,7 +83,7 @@ function send(reply: FastifyReply, out: Outcome, singular: boolean, csv = false)
   return sendJsonText(reply, out.status, out.body);
 }
 
-/** Any credential present, for Cache-Control (interface §4.4 rule 5). */
+/** Any credential present, for Cache-Control (docs/api/rest.md). */
 function credentialPresent(req: FastifyRequest): boolean {
   const h = req.headers;
   if (h.authorization || h.apikey) return true;
@@ -143,7 +143,7 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
       try {
         p = prepareRpc(cat, { method, name: req.params.name, query });
       } catch (err) {
-        // `token` in the query string marks a credential for caching (§4.4 rule 5); it is an
+        // `token` in the query string marks a credential for caching (docs/api/rest.md); it is an
         // argument only for a function that takes one.
         const sp = new URLSearchParams(query);
         if (!(err instanceof AppError) || err.status !== 400 || !sp.has('token')) throw err;

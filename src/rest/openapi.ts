@@ -1,6 +1,6 @@
 /**
  * GET /rest/v1/: an OpenAPI 2.0 (Swagger) description of what the calling role can reach
- * (interface §4.3): the tables and views of `public` on which it holds a privilege, with
+ * (docs/api/rest.md): the tables and views of `public` on which it holds a privilege, with
  * only the methods its privileges allow, their columns and types, and the functions it
  * may EXECUTE. The schema comes from the catalog; the privileges from one query run as the
  * caller (they depend on the role and change with GRANT). Not a hot path.

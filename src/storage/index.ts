@@ -1,5 +1,5 @@
 /**
- * The storage area (interface §2.4, §2.5, §4.8; contract §7, §8, §9): buckets and objects.
+ * The storage area (docs/api/storage.md): buckets and objects.
  *
  * Metadata and rules live in SQL (schema `storage`, functions.sql) and run as the calling
  * role, so the RLS policies decide; the bytes stream through here to one back end
@@ -66,7 +66,7 @@ interface Source {
   declaredSize: number | null;
 }
 
-/** The multipart part `file` as a stream (contract §7); other parts are skipped. */
+/** The multipart part `file` as a stream (docs/api/storage.md); other parts are skipped. */
 function multipartSource(req: FastifyRequest): Promise<Source> {
   return new Promise((resolve, reject) => {
     let file: Readable | null = null;

@@ -1,6 +1,6 @@
 /**
  * Object paths and bucket ids, validated once, from the request line as received, before
- * any back end is touched (interface §4.8, contract §8, §9; issue 13 item 3).
+ * any back end is touched (docs/api/storage.md).
  *
  * The raw path after the route prefix is percent-decoded once and split on `/`. Refused
  * with 400 `invalid object path`: a malformed escape, an empty segment (which covers

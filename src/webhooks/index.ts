@@ -1,5 +1,5 @@
 /**
- * The webhooks area (issue 12; interface §2.3, §3.4, §4.6, §6.1): the registry endpoints
+ * The webhooks area (docs/api/webhooks.md): the registry endpoints
  * and the delivery log (routes.ts), and two worker tasks:
  * - `webhooks__deliver`: one delivery attempt (deliver.ts);
  * - `webhooks__purge`: hourly, deletes log rows older than 7 days (webhooks.purge_log),

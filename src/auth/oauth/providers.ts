@@ -1,17 +1,17 @@
 /**
- * The five OAuth providers of interface §4.2 rule 4, each as a `Provider`: how to send the
+ * The five OAuth providers of docs/api/auth.md, each as a `Provider`: how to send the
  * browser there, and how to turn the callback into a provider-verified identity. The
  * protocol work is openid-client's (v6: authorization URL, PKCE, code exchange, id_token
  * claim checks, userinfo); this module only knows each provider's endpoints, scopes and
  * where it states that an email is verified.
  *
  * Server metadata: `oidc` discovers it from OIDC_ISSUER_URL; the others are built here
- * from the real providers' endpoints or the contract's overrides (contract §2:
+ * from the real providers' endpoints or the configured overrides (docs/operations.md:
  * GOOGLE_AUTHORIZE_URL …), so that no start depends on a provider being reachable.
  * Provider addresses may be http:// only for loopback hosts (checked by config.ts); for
  * those, openid-client's HTTPS-only rule is lifted with `allowInsecureRequests`.
  *
- * Where each provider vouches for the email (OAuth rule 3, contract §10):
+ * Where each provider vouches for the email (OAuth rule 3, docs/api/auth.md):
  * - google, oidc: `email_verified: true` of the id_token (or of userinfo when the id_token
  *   carries no email);
  * - microsoft (common tenant): the id_token's `xms_edov: true` (the email domain owner is
@@ -389,7 +389,7 @@ function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-/** The configured providers (contract §2: a provider is configured when all its variables are set). */
+/** The configured providers (docs/operations.md: a provider is configured when all its variables are set). */
 export function createProviders(config: RuntimeConfig): ReadonlyMap<string, Provider> {
   const out = new Map<string, Provider>();
   const o = config.oauth;
