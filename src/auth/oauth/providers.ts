@@ -162,9 +162,19 @@ async function openIdClaims(config: client.Configuration, tokens: client.TokenEn
   return { idToken, emailSource };
 }
 
-// ── google and oidc: id_token / userinfo `email_verified` ─────────────────────────────────
+// ── google, oidc and microsoft: OpenID Connect ───────────────────────────────────────────
 
-function openIdProvider(name: 'google' | 'oidc', getConfig: () => Promise<client.Configuration>): Provider {
+/** Where an OpenID provider differs: the `iss` of the authorization response, and who vouches for the email. */
+interface OpenIdRules {
+  /** RFC 9207: the authorization response carries `iss`, and it is checked. */
+  issInResponse: boolean;
+  vouched(idToken: client.IDToken, emailSource: Record<string, unknown>): boolean;
+}
+
+/** Google and any OIDC issuer: the id_token's or userinfo's `email_verified`. */
+const EMAIL_VERIFIED: OpenIdRules = { issInResponse: true, vouched: (_idToken, emailSource) => isTrue(emailSource.email_verified) };
+
+function openIdProvider(name: 'google' | 'oidc' | 'microsoft', getConfig: () => Promise<client.Configuration>, rules: OpenIdRules): Provider {
   return {
     name,
     formPost: false,
@@ -175,9 +185,9 @@ function openIdProvider(name: 'google' | 'oidc', getConfig: () => Promise<client
     },
     async identity(params, checks) {
       const config = await getConfig();
-      const tokens = await client.authorizationCodeGrant(config, callbackUrl(params, checks.redirectUri, true), grantChecks(checks));
+      const tokens = await client.authorizationCodeGrant(config, callbackUrl(params, checks.redirectUri, rules.issInResponse), grantChecks(checks));
       const { idToken, emailSource } = await openIdClaims(config, tokens);
-      return { subject: idToken.sub, email: emailOf(emailSource.email), emailVerified: isTrue(emailSource.email_verified) };
+      return { subject: idToken.sub, email: emailOf(emailSource.email), emailVerified: rules.vouched(idToken, emailSource) };
     },
   };
 }
@@ -196,7 +206,7 @@ function googleProvider(p: OAuthProviderConfig): Provider {
   );
   config.timeout = PROVIDER_TIMEOUT;
   if (anyInsecure(e.authorizeUrl, e.tokenUrl, e.userinfoUrl)) client.allowInsecureRequests(config);
-  return openIdProvider('google', () => Promise.resolve(config));
+  return openIdProvider('google', () => Promise.resolve(config), EMAIL_VERIFIED);
 }
 
 function oidcProvider(p: OAuthProviderConfig): Provider {
@@ -215,7 +225,7 @@ function oidcProvider(p: OAuthProviderConfig): Provider {
       execute: anyInsecure(issuer) ? [client.allowInsecureRequests] : [],
     }),
   );
-  return openIdProvider('oidc', getConfig);
+  return openIdProvider('oidc', getConfig, EMAIL_VERIFIED);
 }
 
 // ── microsoft: common tenant; xms_edov or the consumer tenant ─────────────────────────────
@@ -249,24 +259,12 @@ function microsoftProvider(p: OAuthProviderConfig): Provider {
         url === wellKnown ? Promise.resolve(Response.json(document)) : fetch(url, options as RequestInit),
     }),
   );
-  return {
-    name: 'microsoft',
-    formPost: false,
-    pkce: true,
-    nonce: true,
-    async authorizationUrl(r) {
-      return client.buildAuthorizationUrl(await getConfig(), authParams(r, 'openid email'));
-    },
-    async identity(params, checks) {
-      const config = await getConfig();
-      // Entra sends no RFC 9207 `iss` in the authorization response, and its issuer is per
-      // tenant: an `iss` there is left out. The state row already pins the provider.
-      const tokens = await client.authorizationCodeGrant(config, callbackUrl(params, checks.redirectUri, false), grantChecks(checks));
-      const { idToken, emailSource } = await openIdClaims(config, tokens);
-      const vouched = isTrue(idToken.xms_edov) || idToken.tid === MICROSOFT_CONSUMER_TENANT;
-      return { subject: idToken.sub, email: emailOf(emailSource.email), emailVerified: vouched };
-    },
-  };
+  return openIdProvider('microsoft', getConfig, {
+    // Entra sends no RFC 9207 `iss` in the authorization response, and its issuer is per
+    // tenant: an `iss` there is left out. The state row already pins the provider.
+    issInResponse: false,
+    vouched: (idToken) => isTrue(idToken.xms_edov) || idToken.tid === MICROSOFT_CONSUMER_TENANT,
+  });
 }
 
 // ── github: /user and /user/emails (primary and verified) ─────────────────────────────────
