@@ -152,7 +152,8 @@ export class Credentials {
    * credentials.requireRole('service_role') }`): the service-role key, or any token whose
    * role is service_role. None: 401 `missing credentials`; another role's: 403 `service role
    * required` (docs/decisions/0008-service-role-endpoints-401-then-403.md). It runs before
-   * the body is read; the handler takes the credential with `gatedCredential(req)`.
+   * the body is read (docs/decisions/0100-the-role-is-judged-before-the-body.md); the
+   * handler takes the credential with `gatedCredential(req)`.
    */
   requireRole(role: 'service_role'): (req: FastifyRequest) => Promise<void> {
     return async (req) => {
