@@ -30,7 +30,7 @@ const ESBUILD_OPTIONS: BuildOptions = {
 /** The bundle's code, built in memory (what the browser tests serve). */
 export async function bundleCode(): Promise<string> {
   const r = await build({ ...ESBUILD_OPTIONS, write: false, outfile: 'client.js' });
-  return r.outputFiles![0].text;
+  return r.outputFiles[0].text;
 }
 
 export async function buildClient(opts: { quiet?: boolean; outDir?: string } = {}): Promise<{ file: string; bytes: number; gzip: number }> {
@@ -40,12 +40,14 @@ export async function buildClient(opts: { quiet?: boolean; outDir?: string } = {
   await build({ ...ESBUILD_OPTIONS, outfile: file, sourcemap: 'linked' });
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.client.json'), '--outDir', join(dist, 'types')], { stdio: 'inherit' });
-  // Declarations name the modules as the sources do (`./auth.ts`); consumers resolve `.js`.
-  for (const name of readdirSync(join(dist, 'types'))) {
-    const p = join(dist, 'types', name);
-    writeFileSync(p, readFileSync(p, 'utf8').replace(/(from\s+'\.\/[\w-]+)\.ts'/g, "$1.js'"));
+  // Declarations name the modules as the sources do (`./auth.ts`, `../shared/wire.ts`); consumers resolve `.js`.
+  for (const dir of ['client', 'shared']) {
+    for (const name of readdirSync(join(dist, 'types', dir))) {
+      const p = join(dist, 'types', dir, name);
+      writeFileSync(p, readFileSync(p, 'utf8').replace(/(from\s+'\.\.?\/[\w/-]+)\.ts'/g, "$1.js'"));
+    }
   }
-  writeFileSync(join(dist, 'client.d.ts'), "export * from './types/index.js';\n");
+  writeFileSync(join(dist, 'client.d.ts'), "export * from './types/client/index.js';\n");
   const code = readFileSync(file);
   const gzip = gzipSync(code, { level: 9 }).length;
   if (!opts.quiet) {

@@ -49,7 +49,7 @@ export async function chainSettings(dbs: DevDatabases, plinth: boolean, create =
     const root = postgres(dbs.rootUrl, { max: 1, onnotice: () => {} });
     try {
       const [exists] = await root`select 1 from pg_database where datname = ${db}`;
-      if (!exists) await root.unsafe(`create database "${db}"`);
+      if (!exists) await root`create database ${root(db)}`;
     } finally {
       await root.end();
     }

@@ -49,7 +49,7 @@ export async function devDatabases(): Promise<DevDatabases> {
       // Its lines go to stderr: stdout is the command's own output (`npm run -s gen:types > types.ts`).
       const embedded = await startEmbedded(config.dataDir, pino({ level: config.logLevel, base: undefined }, pino.destination(2)));
       url = embedded.url;
-      stop = embedded.stop;
+      stop = () => embedded.stop();
     }
   }
   const db = new URL(url).pathname.slice(1) || 'postgres';

@@ -1,6 +1,6 @@
 /**
  * Boot: config → (embedded PostgreSQL) → migrations → HTTP + worker. Owns shutdown
- * (contract §1): on SIGTERM/SIGINT stop accepting and drain, stop the worker, end the
+ * (docs/operations.md): on SIGTERM/SIGINT stop accepting and drain, stop the worker, end the
  * pools, stop the embedded server, exit 0. The drain is bounded: SHUTDOWN_TIMEOUT_MS after
  * the signal, in-flight statements are cancelled and connections closed (one log line says
  * how many requests were cut); if closing still has not finished 5 s later, exit 1.
@@ -82,7 +82,7 @@ function fingerprint(key: string): string {
 
 /**
  * The start-up lines on stdout. The keys themselves only at the embedded development
- * start (contract §1: DATABASE_URL unset), where stdout is a developer's terminal; any
+ * start (docs/operations.md: DATABASE_URL unset), where stdout is a developer's terminal; any
  * other start prints a fingerprint per key, since stdout is then usually a log collector
  * and the service-role key bypasses every policy for ten years.
  */

@@ -28,7 +28,7 @@ try {
   if (url === null) {
     const { startEmbedded } = await import('./core/embedded.ts');
     const embedded = await startEmbedded(config.dataDir, log);
-    stop = embedded.stop;
+    stop = () => embedded.stop();
     url = embedded.url;
   }
   await runAllMigrations(url, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });

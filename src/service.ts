@@ -66,7 +66,8 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
   try {
     for (const area of areas) await area.register(app, deps);
     await app.listen({ host: config.host, port: config.port });
-    const tasks: TaskList = Object.assign({}, ...areas.map((a) => a.tasks?.(deps) ?? {}));
+    const tasks: TaskList = {};
+    for (const a of areas) Object.assign(tasks, a.tasks?.(deps));
     if (opts.worker !== false) {
       worker = await startWorker({
         databaseUrl: opts.databaseUrl,
@@ -91,7 +92,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     deps,
     url: `http://${host}:${port}`,
     close() {
-      // Order (design.md): stop listening and drain, stop the worker, end the pools.
+      // Order (docs/architecture.md): stop listening and drain, stop the worker, end the pools.
       closing ??= (async () => {
         await app.close();
         for (const area of areas) await area.close?.();

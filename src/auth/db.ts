@@ -1,24 +1,15 @@
 /**
  * The auth area's SQL entry functions, one typed wrapper each (STYLE, SQL/TS boundary).
- * They run as the connecting role (plain `db.sql`, design.md). Expected outcomes come back
+ * They run as the connecting role (plain `db.sql`, docs/architecture.md). Expected outcomes come back
  * as a `status` text the routes switch on exhaustively; anything raised is mapped by
  * `pgErrorToAppError(err, {trusted: true})`, which honours `PTnnn` codes here only.
  */
 import type postgres from 'postgres';
 import type { Sql } from '../core/db.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
+import type { User } from '../shared/wire.ts';
 
-/** The User object of the wire (interface §2.1); built by `auth_private.user_json`. */
-export interface User {
-  id: string;
-  email: string | null;
-  role: string;
-  user_metadata: Record<string, unknown>;
-  created_at: string;
-  updated_at: string;
-  /** OAuth users only. */
-  provider?: string;
-}
+export type { User };
 
 async function call<T>(q: Promise<T>): Promise<T> {
   try {

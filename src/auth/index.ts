@@ -1,28 +1,27 @@
 /**
- * The auth area (issue 3: accounts and sessions; OAuth lives beside it in oauth/):
- * routes of interface §4.2 and two worker tasks:
- * - `auth__send_email`: the emails of contract §4 (mail.ts);
+ * The auth area (accounts and sessions; OAuth lives beside it in oauth/):
+ * the routes of docs/api/auth.md and two worker tasks:
+ * - `auth__send_email`: the emails of docs/api/auth.md (mail.ts);
  * - `auth__purge`: hourly housekeeping (auth.purge_expired, and auth.purge_audit_log for
  *   AUTH_AUDIT_RETENTION_DAYS), one pending job for all instances, re-enqueued by itself.
 
  */
-import type { Task, TaskList } from 'graphile-worker';
-import type { Area, Deps } from '../core/area.ts';
+import type { TaskList } from 'graphile-worker';
+import type { Area } from '../core/area.ts';
+import { periodic } from '../core/periodic.ts';
 import { purgeAuditLog, purgeExpired, schedulePurge } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
 import { registerOAuthRoutes } from './oauth/index.ts';
 
-const PURGE_EVERY_SECONDS = 3600;
-
-function purgeTask(deps: Deps): Task {
-  return async () => {
-    const counts = { ...(await purgeExpired(deps.db.sql)), ...(await purgeAuditLog(deps.db.sql, deps.config.authAuditRetentionDays)) };
-    deps.log.info({ purged: counts }, 'auth: expired rows purged');
-    await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS);
-  };
-}
+const purge = periodic({
+  name: 'auth__purge',
+  everySeconds: 3600,
+  run: async (sql, deps) => ({ ...(await purgeExpired(sql)), ...(await purgeAuditLog(sql, deps.config.authAuditRetentionDays)) }),
+  schedule: schedulePurge,
+  done: 'auth: expired rows purged',
+});
 
 export const authArea: Area = {
   name: 'auth',
@@ -32,11 +31,9 @@ export const authArea: Area = {
     registerAuthRoutes(app, deps);
     registerOAuthRoutes(app, deps);
     // A pending purge keeps its time (preserve_run_at): restarts do not postpone it.
-    await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS).catch((err: unknown) =>
-      deps.log.warn({ err }, 'auth: could not schedule the purge job; the next start will'),
-    );
+    await purge.start(deps);
   },
   tasks(deps): TaskList {
-    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__purge: purgeTask(deps) };
+    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__purge: purge.task(deps) };
   },
 };

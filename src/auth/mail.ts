@@ -1,5 +1,5 @@
 /**
- * The `auth__send_email` task (contract §4). SQL enqueued the job in the same transaction
+ * The `auth__send_email` task (docs/api/auth.md). SQL enqueued the job in the same transaction
  * as the token it carries; the payload holds the token sealed. The task unseals it just
  * before sending and builds a plain-text body with exactly one link carrying `token=`:
  *   verification  API_EXTERNAL_URL/auth/v1/verify?token=…            (24 hours)

@@ -1,12 +1,12 @@
 /**
- * Accounts and sessions over HTTP (interface §4.2 without OAuth, §3.1–3.3, §7.1, §8).
+ * Accounts and sessions over HTTP (docs/api/auth.md without OAuth; docs/api/overview.md).
  *
  * Order of checks on every route: the credential or gate (onRequest: rate limit, anonymous
  * switch, JWT, service role) before the body is even read, then the body schema (any
  * failure: 400 `invalid request body`), then the rules of the fields, then one SQL entry
  * function whose `status` is switched on exhaustively.
  *
- * Level None endpoints never look at Authorization or apikey (contract §3).
+ * Level None endpoints never look at Authorization or apikey (docs/api/overview.md).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../core/area.ts';
@@ -51,7 +51,7 @@ export const MESSAGES = {
   emailVerified: 'email verified',
 } as const;
 
-/** Windows of contract §3: the auth bucket counts per minute, guests per hour. */
+/** Windows of docs/api/overview.md: the auth bucket counts per minute, guests per hour. */
 const AUTH_WINDOW_SECONDS = 60;
 const ANONYMOUS_WINDOW_SECONDS = 3600;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -65,7 +65,7 @@ function body<T>(b: T | undefined): T {
   return b;
 }
 
-/** Logout and anonymous sign-in accept an absent body (contract §8); a present one must be an object. */
+/** Logout and anonymous sign-in accept an absent body (docs/api/auth.md); a present one must be an object. */
 function optionalBody<T extends object>(b: unknown): Partial<T> {
   if (b === undefined) return {};
   return body(b as T);
@@ -185,9 +185,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
     return cred;
   }
 
-  async function serviceRoleGate(req: FastifyRequest): Promise<void> {
-    await credentials.serviceRole(req);
-  }
+  const serviceRoleGate = credentials.requireRole('service_role');
 
   // ── signup and sign-in ─────────────────────────────────────────────────────────────────
 
@@ -240,7 +238,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
             : null;
         // Unknown address or no password: a dummy verification of the same cost (no enumeration).
         const matches = await verifyPassword(hash, b.password);
-        // Awaiting confirmation answers 403 whatever the password (interface §3.2, condition
+        // Awaiting confirmation answers 403 whatever the password (docs/api/auth.md, condition
         // "any"); the hash was verified all the same, so the timing tells nothing more.
         if (presigned !== null && config.requireEmailVerification && c.email_confirmed !== true) throw AUTH_ERRORS.emailNotVerified();
         if (!matches || presigned === null || hash === null) {
@@ -384,7 +382,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
     const tokenHash = hashToken(b.token);
     const problem = passwordProblem(b.password);
     if (problem) {
-      // A used or expired token answers `invalid or expired token` whatever the password (§3.3).
+      // A used or expired token answers `invalid or expired token` whatever the password (docs/api/auth.md).
       if ((await q.checkRecoveryToken(sql, tokenHash)) === 'invalid') throw AUTH_ERRORS.invalidOneTimeToken();
       throw problem;
     }

@@ -1,5 +1,5 @@
 /**
- * Sessions (interface §2.2): every way of signing in (password, refresh, magic link, OAuth,
+ * Sessions (docs/api/auth.md): every way of signing in (password, refresh, magic link, OAuth,
  * guest, signup) ends here. SQL opens or rotates the refresh-token family and returns a
  * `SessionGrant`; this module signs the access token and shapes the Session.
  *
@@ -21,19 +21,11 @@ import type { Deps } from '../core/area.ts';
 import type { RuntimeConfig } from '../core/config.ts';
 import { AppError } from '../core/errors.ts';
 import { clientIp } from '../core/http.ts';
-import { runAccessTokenHook, startSession, type AmrEntry, type AuditContext, type SessionGrant, type User } from './db.ts';
+import type { Session, User } from '../shared/wire.ts';
+import { runAccessTokenHook, startSession, type AmrEntry, type AuditContext, type SessionGrant } from './db.ts';
 import { accessTokenClaims, newOpaqueToken, signAccessToken, signClaims, type AccessTokenClaims, type OpaqueToken } from './tokens.ts';
 
-// The User type lives in ./db.ts (which sessions.ts imports), so the two files form no cycle.
-export type { User } from './db.ts';
-
-export interface Session {
-  access_token: string;
-  refresh_token: string;
-  expires_in: number;
-  token_type: 'bearer';
-  user: User;
-}
+export type { Session, User };
 
 export type SessionDeps = Pick<Deps, 'config' | 'db' | 'log'>;
 
@@ -207,7 +199,7 @@ export async function completePresignedSession(deps: SessionDeps, p: PresignedSe
   };
 }
 
-/** The `{SITE_URL}#access_token=…` redirect target of magic link and OAuth (interface §4.2). */
+/** The `{SITE_URL}#access_token=…` redirect target of magic link and OAuth (docs/api/auth.md). */
 export function sessionFragmentUrl(siteUrl: string, s: Session): string {
   const p = new URLSearchParams({
     access_token: s.access_token,

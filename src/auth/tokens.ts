@@ -1,5 +1,5 @@
 /**
- * Token material (contract §3–§4, design.md "Secrets at rest"):
+ * Token material (docs/api/overview.md, docs/architecture.md):
  * - opaque tokens (refresh tokens and emailed one-time tokens): 32 random bytes (256 bits),
  *   base64url; the database only ever sees their SHA-256;
  * - sealing of emailed tokens for the job payload: AES-256-GCM with a key derived from the
@@ -95,7 +95,7 @@ function signingKey(secret: string): Promise<webcrypto.CryptoKey> {
   return key;
 }
 
-/** An HS256 access token with the claims of contract §3, valid `ttl` seconds. */
+/** An HS256 access token with the claims of docs/api/overview.md, valid `ttl` seconds. */
 export async function signAccessToken(secret: string, claims: AccessTokenClaims, ttl: number, now = Math.floor(Date.now() / 1000)): Promise<string> {
   const key = await signingKey(secret);
   return new SignJWT({

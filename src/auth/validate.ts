@@ -1,5 +1,5 @@
 /**
- * Input rules of interface §2.1 and §8: email addresses and password length.
+ * Input rules of docs/api/auth.md and docs/api/overview.md: email addresses and password length.
  *
  * Email: RFC 5321/5322 addr-spec as mail servers accept it, plus RFC 6531 (UTF-8 local
  * parts) and IDNA domains. Accepted: dot-atom local parts with every atext character
@@ -32,6 +32,7 @@ function validDomain(domain: string): number {
     if (/^IPv6:/i.test(literal) && isIPv6(literal.slice(5))) return domain.length;
     return -1;
   }
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point
   if (/[\s\u0000-\u001f\u007f]/u.test(domain) || domain.endsWith('.')) return -1;
   const ascii = domainToASCII(domain);
   if (ascii === '' || ascii.length > 253) return -1;

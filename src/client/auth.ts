@@ -1,28 +1,20 @@
 /**
- * Accounts and sessions from the application's side (interface §4.2, §5.9, §6.3): the names
+ * Accounts and sessions from the application's side (docs/api/auth.md, docs/client.md): the names
  * and shapes of supabase-js's `auth` where the interface allows. The session lives in
  * tab-scoped `sessionStorage` by default; the access token is refreshed 60 s before it
  * expires, once however many calls race for it; a refused refresh (reuse detected, expired,
  * revoked) ends the session with `SIGNED_OUT`.
  */
+import type * as wire from '../shared/wire.ts';
 import { PlinthError, type Http, type Result } from './http.ts';
 
-export interface User {
-  id: string;
-  email: string | null;
-  role: string;
-  user_metadata: Record<string, unknown>;
-  created_at: string;
-  updated_at: string;
-  provider?: string;
+/** The server's User (src/shared/wire.ts); fields a later server adds pass through. */
+export interface User extends wire.User {
   [key: string]: unknown;
 }
 
-export interface Session {
-  access_token: string;
-  refresh_token: string;
-  /** Seconds the access token lived when issued. */
-  expires_in: number;
+/** The server's Session as the client keeps it: with the time it expires at, and no user once signed out of. */
+export interface Session extends Omit<wire.Session, 'token_type' | 'user'> {
   /** Unix time (seconds) the access token expires at. */
   expires_at: number;
   token_type: string;
@@ -60,7 +52,7 @@ export interface AuthOptions {
   autoRefreshToken?: boolean;
   /** Read a session (or an OAuth error) from the URL fragment after a redirect, then clear it. */
   detectSessionInUrl?: boolean;
-  /** Seconds before expiry at which the token is refreshed (interface §8: 60). */
+  /** Seconds before expiry at which the token is refreshed (docs/api/overview.md: 60). */
   refreshLeadSeconds?: number;
 }
 
@@ -72,7 +64,8 @@ interface BrowserGlobals {
   document?: unknown;
   location?: { hash: string; pathname: string; search: string; assign(url: string): void };
   history?: { replaceState(data: unknown, unused: string, url?: string): void };
-  sessionStorage?: SupportedStorage;
+  /** The browser's, synchronous. */
+  sessionStorage?: { getItem(key: string): string | null; setItem(key: string, value: string): void; removeItem(key: string): void };
   atob?: (s: string) => string;
   navigator?: { locks?: { request<T>(name: string, cb: () => Promise<T>): Promise<T> } };
 }

@@ -1,5 +1,5 @@
 /**
- * Batch (interface §4.5, §2.8): several REST and RPC operations in one transaction, with
+ * Batch (docs/api/rest.md): several REST and RPC operations in one transaction, with
  * `{{op.field}}` templates that read earlier results.
  */
 import { PlinthError, type Http, type Result } from './http.ts';

@@ -1,4 +1,4 @@
-/** Edge functions (interface §4.7, contract §6): `functions.invoke(name, options)`. */
+/** Edge functions (docs/api/functions.md): `functions.invoke(name, options)`. */
 import type { Http, RequestBody, Result } from './http.ts';
 
 export interface InvokeOptions {

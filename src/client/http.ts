@@ -1,6 +1,6 @@
 /**
  * The client's HTTP core: every call answers `{data, error}` and never throws for an HTTP
- * error; `error` carries the status and the service's message (`{"error": "…"}`, interface §7).
+ * error; `error` carries the status and the service's message (`{"error": "…"}`, docs/api/overview.md).
  * No Node-only imports: this runs in browsers (through the bundle) and in Node 20+.
  */
 

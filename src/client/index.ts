@@ -1,6 +1,6 @@
 /**
  * @plinth/client: plinth from a browser (or any runtime with fetch). supabase-js's names and
- * shapes where the interface allows (interface §5.9, §6.3); every method answers
+ * shapes where the interface allows (docs/client.md); every method answers
  * `{data, error}` and never throws for an HTTP error.
  *
  *   const plinth = createClient('https://api.example.com', ANON_KEY);
@@ -42,7 +42,7 @@ export interface ClientOptions {
   headers?: Record<string, string>;
 }
 
-/** postgrest-js reads `message`; the service answers `{"error": "…"}` (interface §7). */
+/** postgrest-js reads `message`; the service answers `{"error": "…"}` (docs/api/overview.md). */
 async function postgrestErrors(res: Response): Promise<Response> {
   if (res.ok) return res;
   const text = await res.text();

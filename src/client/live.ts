@@ -1,5 +1,5 @@
 /**
- * Live queries over WebSocket (interface §4.9, §6.2; contract §5 "Live queries"): one
+ * Live queries over WebSocket (docs/api/live.md; docs/client.md): one
  * connection to `/ws/{queryId}` with the session's token, reconnecting with backoff and a
  * fresh token, and a result set kept for the caller. The token travels in the
  * `Sec-WebSocket-Protocol` header (subprotocols `plinth` and `base64url.bearer.<token>`),
@@ -12,6 +12,11 @@
 import { PlinthError, networkError, type Fetch } from './http.ts';
 
 export type Row = Record<string, unknown>;
+
+/** What a refetch failed with, as an Error. */
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new PlinthError(String((e as { message?: string } | null)?.message ?? e), 0);
+}
 
 /** Canonical JSON (sorted keys): rows compare whole, as jsonb does. */
 export function canonical(v: unknown): string {
@@ -333,11 +338,11 @@ export class LiveQuery {
       return;
     }
     if (type === 'broadcast') {
-      this.emit('broadcast', msg.payload, String(msg.from ?? ''));
+      this.emit('broadcast', msg.payload, typeof msg.from === 'string' ? msg.from : '');
       return;
     }
     if (type === 'presence_join' || type === 'presence_state' || type === 'presence_leave') {
-      const id = String(msg.client_id ?? '');
+      const id = typeof msg.client_id === 'string' ? msg.client_id : '';
       this.presenceTouched.add(id);
       if (type === 'presence_leave') delete this.presenceMap[id];
       else this.presenceMap[id] = (msg.state ?? {}) as Record<string, unknown>;
@@ -398,11 +403,11 @@ export class LiveQuery {
           const r = await load();
           if (Array.isArray(r)) rows = r;
           else if (r && typeof r === 'object') {
-            if (r.error) throw r.error;
+            if (r.error) throw asError(r.error);
             rows = r.data ?? [];
           } else rows = [];
         } catch (e) {
-          this.emit('error', e instanceof Error ? e : new PlinthError(String((e as { message?: string })?.message ?? e), 0));
+          this.emit('error', asError(e));
         }
         if (rows) {
           this.set.replace(rows);

@@ -1,5 +1,5 @@
 /**
- * Object storage (interface §4.8, contract §7): buckets, and objects in a bucket.
+ * Object storage (docs/api/storage.md): buckets, and objects in a bucket.
  */
 import { PlinthError, type Http, type RequestBody, type Result } from './http.ts';
 

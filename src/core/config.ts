@@ -1,5 +1,5 @@
 /**
- * Configuration: the whole environment contract (interface §1, contract §2) parsed once
+ * Configuration: the whole environment contract (docs/operations.md, "Configuration") parsed once
  * into a frozen, typed object. Nothing else in plinth reads `process.env`.
  *
  * `parseConfig` is pure and synchronous: it validates syntax and throws `ConfigError`
@@ -163,7 +163,7 @@ export interface RuntimeConfig extends Config {
   devMode: boolean;
   anonKey: string;
   serviceRoleKey: string;
-  /** true when SERVICE_ROLE_KEY was set explicitly (mounts /api/demo, §9). */
+  /** true when SERVICE_ROLE_KEY was set explicitly (mounts /api/demo, docs/api/overview.md). */
   serviceRoleKeyExplicit: boolean;
 }
 

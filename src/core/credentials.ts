@@ -1,5 +1,5 @@
 /**
- * Credentials → {role, claims} (interface §5.2–5.3, contract §3).
+ * Credentials → {role, claims} (docs/api/overview.md).
  *
  * - `Authorization: Bearer` first: the anon key, the service-role key or a user access
  *   token. A bearer token that fails verification is 401 `invalid or expired token`,
@@ -76,7 +76,7 @@ export class Credentials {
     // A user token (one with `sub`) without `exp` would never expire: every one plinth signs
     // carries `exp`, so such a token was made by hand with the secret, and it is refused.
     if (payload.sub !== undefined && typeof payload.exp !== 'number') throw ERRORS.invalidToken();
-    // The anon and service-role keys carry `role` alone: their claims are `{"role": …}` (contract §5).
+    // The anon and service-role keys carry `role` alone: their claims are `{"role": …}` (docs/api/overview.md).
     let claimsObject: Record<string, unknown> = payload;
     if (sub === null) {
       const { iat: _iat, exp: _exp, ...rest } = payload;
@@ -147,16 +147,35 @@ export class Credentials {
     return cred as Credential & { userId: string };
   }
 
-  /** service_role endpoints: the service-role key (or any token whose role is service_role). */
-  async serviceRole(req: FastifyRequest): Promise<Credential> {
-    const cred = await this.fromHeaders(req.headers);
-    if (cred === null) throw ERRORS.missingCredentials();
-    if (cred.role !== 'service_role') throw ERRORS.serviceRoleRequired();
-    return cred;
+  /**
+   * The `onRequest` hook of a route only the service role may call (`{ onRequest:
+   * credentials.requireRole('service_role') }`): the service-role key, or any token whose
+   * role is service_role. None: 401 `missing credentials`; another role's: 403 `service role
+   * required` (docs/decisions/0008-service-role-endpoints-401-then-403.md). It runs before
+   * the body is read (docs/decisions/0100-the-role-is-judged-before-the-body.md); the
+   * handler takes the credential with `gatedCredential(req)`.
+   */
+  requireRole(role: 'service_role'): (req: FastifyRequest) => Promise<void> {
+    return async (req) => {
+      const cred = await this.fromHeaders(req.headers);
+      if (cred === null) throw ERRORS.missingCredentials();
+      if (cred.role !== role) throw ERRORS.serviceRoleRequired();
+      gated.set(req, cred);
+    };
   }
 }
 
-/** apikey is honoured only for the anon and service-role keys (contract §3). */
+/** The credential each request was let through with by its route's `requireRole` hook. */
+const gated = new WeakMap<FastifyRequest, Credential>();
+
+/** The credential `requireRole` let this request through with; a route without that hook has none (a bug, thrown). */
+export function gatedCredential(req: FastifyRequest): Credential {
+  const cred = gated.get(req);
+  if (cred === undefined) throw new Error('gatedCredential: the route has no requireRole hook');
+  return cred;
+}
+
+/** apikey is honoured only for the anon and service-role keys (docs/api/overview.md). */
 function apikeyOnly(cred: Credential): Credential {
   if (cred.role === 'anon' || cred.role === 'service_role') return cred;
   throw ERRORS.invalidToken();

@@ -270,7 +270,7 @@ export class Db {
     const handlers = this.cacheHandlers.get(first.value);
     const h = handlers?.values().next().value;
     if (h) {
-      handlers!.delete(h);
+      handlers.delete(h);
       this.onCacheReload(first.value, h);
     }
   }

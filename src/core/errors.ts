@@ -1,5 +1,5 @@
 /**
- * Errors: one class, one catalogue, one SQLSTATE mapper (interface §7.2).
+ * Errors: one class, one catalogue, one SQLSTATE mapper (docs/api/overview.md).
  *
  * An AppError carries the HTTP status and the public message; `cause` and `internal`
  * go to the log only. Database text is never forwarded to the client.
@@ -63,13 +63,14 @@ const CONNECTION_CODES = new Set([
 
 export function isConnectionError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
-  const code = String((err as PgLikeError).code ?? '');
+  const raw = (err as PgLikeError).code;
+  const code = typeof raw === 'string' ? raw : '';
   // 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown, cannot connect now
   return CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03';
 }
 
 /**
- * SQLSTATE → HTTP, exactly as interface §7.2. `PTnnn` codes carry their own status and
+ * SQLSTATE → HTTP, exactly as docs/api/overview.md ("Database errors") gives it. `PTnnn` codes carry their own status and
  * a safe message, but only when `trusted` (the service's own SQL functions, called from
  * the typed wrappers in `src/<area>/db.ts`); anywhere else they are internal errors.
  */
@@ -82,7 +83,7 @@ export function pgErrorToAppError(err: unknown, opts: { trusted?: boolean } = {}
   if (opts.trusted && /^PT\d{3}$/.test(code)) {
     const status = Number(code.slice(2));
     if (status >= 400 && status < 600) {
-      return new AppError(status, String(e.message ?? 'invalid request'), { cause: err, internal });
+      return new AppError(status, typeof e.message === 'string' ? e.message : 'invalid request', { cause: err, internal });
     }
   }
   if (code === '23505') return new AppError(409, 'duplicate value violates unique constraint', { cause: err, internal });

@@ -1,6 +1,6 @@
 /**
  * The HTTP shell: fastify with one JSON parser, one error handler, one not-found handler
- * and CORS (contract §8, §10). Every reply plinth sends, fastify's and Node's own included
+ * and CORS (docs/api/overview.md). Every reply plinth sends, fastify's and Node's own included
  * (bad URL, head too large, shutting down), leaves as `{"error": "<message>"}` with no
  * internal code and no echo of the input; a reply after which the connection closes says
  * `Connection: close`.
@@ -197,8 +197,10 @@ declare module 'fastify' {
 
 export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   const hsts = new URL(config.apiExternalUrl).protocol === 'https:';
+  // Typed as fastify's logger so that the instance is FastifyInstance's default (not one generic over pino's).
+  const loggerInstance: FastifyBaseLogger = log;
   const app: FastifyInstance = Fastify({
-    loggerInstance: log as FastifyBaseLogger,
+    loggerInstance,
     childLoggerFactory: (logger, bindings, opts) => lazyChildLogger(logger as Logger, bindings, opts) as FastifyBaseLogger,
     // Per-request log lines only at debug and trace: at info they cost a measurable share of throughput.
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
@@ -210,7 +212,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
     forceCloseConnections: 'idle',
     frameworkErrors: (err, _req, reply) => {
       if (hsts) reply.header('Strict-Transport-Security', HSTS);
-      return sendError(reply, toAppError(err));
+      void sendError(reply, toAppError(err));
     },
     clientErrorHandler: clientErrorHandler(log, hsts),
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 1000 },
@@ -251,7 +253,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
     for (const res of answering(state.sockets)) if (!res.headersSent) res.setHeader('connection', 'close');
   });
 
-  // CORS (contract §10)
+  // CORS (docs/api/overview.md)
   const origins = originsFor(config);
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (req, reply, next) => {
@@ -350,7 +352,7 @@ function logError(req: FastifyRequest, reply: FastifyReply, appErr: AppError, er
   if (appErr.status === 503 || (closing && reply.raw.destroyed)) {
     req.log.warn({ ...base, code: sqlstate }, appErr.publicMessage);
   } else if (sqlstate !== undefined && /^[0-9A-Z]{5}$/.test(sqlstate)) {
-    req.log.error({ ...base, code: sqlstate, db_message: String(cause!.message ?? '') }, appErr.publicMessage);
+    req.log.error({ ...base, code: sqlstate, db_message: typeof cause!.message === 'string' ? cause!.message : '' }, appErr.publicMessage);
   } else {
     req.log.error({ ...base, err: cause }, appErr.publicMessage);
   }

@@ -38,7 +38,8 @@ export function migrateSettings(databaseUrl: string, anonymousRole: string, log:
     migrationsFolder: folder,
     placeholders: { ':ANONYMOUS_ROLE': anonymousRole },
     logger: new GraphileLogger((scope) => (level, message) => {
-      const l = level === 'error' ? 'error' : level === 'warning' ? 'warn' : 'debug';
+      const name = level as string;
+      const l = name === 'error' ? 'error' : name === 'warning' ? 'warn' : 'debug';
       log[l]({ scope }, message);
     }),
   };

@@ -1,6 +1,6 @@
 /**
  * Checks at start that the database is one plinth can serve: the guest role named by
- * ANONYMOUS_ROLE exists (contract §2) and the migrations have run.
+ * ANONYMOUS_ROLE exists (docs/operations.md) and the migrations have run.
  */
 import postgres from 'postgres';
 

@@ -1,5 +1,5 @@
 /**
- * Development-only endpoints (interface §4.10, contract §9), all service_role:
+ * Development-only endpoints (docs/api/admin-and-sql.md), all service_role:
  * - POST /api/sql, only with ENABLE_SQL_ENDPOINT=true: runs the text as the connecting
  *   role in one transaction with the simple-query protocol (several statements allowed)
  *   and answers the rows of the last statement.
@@ -41,8 +41,7 @@ export const devArea: Area = {
   name: 'dev',
   register(app, { config, db, credentials }) {
     if (config.enableSqlEndpoint) {
-      app.post<{ Body: SqlBody }>('/api/sql', { schema: { body: sqlSchema } }, async (req, reply) => {
-        await credentials.serviceRole(req);
+      app.post<{ Body: SqlBody }>('/api/sql', { schema: { body: sqlSchema }, onRequest: credentials.requireRole('service_role') }, async (req, reply) => {
         if (req.body === undefined) throw ERRORS.invalidBody();
         let result: unknown;
         try {
@@ -51,14 +50,14 @@ export const devArea: Area = {
           throw pgErrorToAppError(err);
         }
         // A multi-statement text answers one result per statement: keep the last.
-        const rows = Array.isArray(result) && result.length > 0 && Array.isArray(result[result.length - 1]) ? result[result.length - 1] : result;
-        return reply.send(Array.isArray(rows) ? [...rows] : []);
+        const results = Array.isArray(result) ? (result as unknown[]) : [];
+        const rows = results.length > 0 && Array.isArray(results[results.length - 1]) ? results[results.length - 1] : result;
+        return reply.send(Array.isArray(rows) ? [...(rows as unknown[])] : []);
       });
     }
 
     if (config.enableDemoEndpoint || config.serviceRoleKeyExplicit) {
-      app.post<{ Body: DemoBody }>('/api/demo', { schema: { body: demoSchema } }, async (req, reply) => {
-        await credentials.serviceRole(req);
+      app.post<{ Body: DemoBody }>('/api/demo', { schema: { body: demoSchema }, onRequest: credentials.requireRole('service_role') }, async (req, reply) => {
         const { action, id, title } = req.body ?? ({} as DemoBody);
         if (req.body === undefined) throw ERRORS.invalidBody();
         if (action !== 'insert' && id === undefined) throw ERRORS.invalidBody();

@@ -1,5 +1,5 @@
 /**
- * Forwarding a call to a Deno edge runtime (interface §4.7, contract §6): the method, the
+ * Forwarding a call to a Deno edge runtime (docs/api/functions.md): the method, the
  * path suffix and query, the body and the request's end-to-end headers (`Content-Type`,
  * `Authorization` and `apikey` among them) go to `<runtime>/<name><suffix>`; the runtime's
  * status, headers and body come back unchanged. Both bodies stream (undici's request
@@ -10,7 +10,7 @@
  * - No status line within FUNCTIONS_TIMEOUT_MS: 504 `edge runtime timed out`; an answer
  *   whose body then stalls for as long is cut (undici's headersTimeout and bodyTimeout).
  * - Hop-by-hop headers are dropped both ways, and so are the runtime's `access-control-*`
- *   headers: CORS is the service's (contract §10), whatever a function says.
+ *   headers: CORS is the service's (docs/api/overview.md), whatever a function says.
  * - Every `x-plinth-*` header a caller sends is dropped; plinth sets its own: `x-plinth-function`
  *   (the function it checked, which the runtime serves and no other) and, when there is a
  *   secret, `x-plinth-runtime-secret` (which proves to the runtime that the call comes from

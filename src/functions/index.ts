@@ -1,5 +1,5 @@
 /**
- * The edge functions area (interface §2.6, §3.6, §4.7; contract §6; issue 14).
+ * The edge functions area (docs/api/functions.md).
  *
  *   GET  /functions/v1/            service_role: the Edge function entries
  *   POST /functions/v1/_refresh    service_role: reload the catalog on every instance
@@ -17,7 +17,7 @@
  *   false it is dropped and the call goes on without it). The bundled runtime starts once
  *   the service listens, since its network denials name the service's own port (net.ts).
  * - `plv8`: `public.<name>(payload jsonb)` as the caller, in one round trip on the request
- *   path of REST (`db.withContext` through REST's own executor, so the §7.2 error mapping is
+ *   path of REST (`db.withContext` through REST's own executor, so the error mapping of docs/api/overview.md is
  *   the same code). POST (or any method with a body): the JSON body is the payload, `{}`
  *   when there is none; GET: the query string as an object of strings.
  *
@@ -26,6 +26,7 @@
  */
 import { existsSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { gatedCredential } from '../core/credentials.ts';
 import type { Area, Deps } from '../core/area.ts';
 import type { RequestContext } from '../core/db.ts';
 import { ERRORS, pgErrorToAppError } from '../core/errors.ts';
@@ -189,8 +190,9 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     return forwarder.forward(req, reply, { base, path, name: encodeSegment(name), secret, drop });
   };
 
+  const serviceRoleGate = credentials.requireRole('service_role');
   const list = async (req: FastifyRequest, reply: FastifyReply) => {
-    const cred = await credentials.serviceRole(req);
+    const cred = gatedCredential(req);
     let rows;
     try {
       rows = await db.withContext(cred, (c) => c`select edge.function_list()::text as body`);
@@ -200,10 +202,9 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     return sendJsonText(reply, 200, rows[0].body as string);
   };
 
-  app.get(`${PREFIX}/`, list);
-  app.get(PREFIX, list);
-  app.post(`${PREFIX}/_refresh`, async (req, reply) => {
-    await credentials.serviceRole(req);
+  app.get(`${PREFIX}/`, { onRequest: serviceRoleGate }, list);
+  app.get(PREFIX, { onRequest: serviceRoleGate }, list);
+  app.post(`${PREFIX}/_refresh`, { onRequest: serviceRoleGate }, async (_req, reply) => {
     try {
       await cache.reload();
       await db.notifyCacheReload('functions');

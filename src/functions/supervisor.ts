@@ -1,5 +1,5 @@
 /**
- * The bundled edge runtime's supervisor (issue 14, contract §6): when EDGE_RUNTIME_URL is
+ * The bundled edge runtime's supervisor (docs/api/functions.md): when EDGE_RUNTIME_URL is
  * unset and FUNCTIONS_DIR exists, the service runs Deno from the `deno` npm package (a
  * dependency) as a child process serving FUNCTIONS_DIR (runtime/server.ts), on a loopback
  * port of its own.
@@ -115,7 +115,7 @@ export class DenoSupervisor {
     const child = spawn(this.exe, args, { cwd: functionsDir, env: childEnv, stdio: ['pipe', 'pipe', 'pipe'] });
     this.child = child;
     const secret = randomBytes(32).toString('base64url');
-    child.stdin!.write(secret + '\n');
+    child.stdin.write(secret + '\n');
     const startTimer = setTimeout(() => {
       if (this.url === null && this.child === child) {
         log.error({ functionsDir }, 'edge runtime did not start in time; restarting');
@@ -124,7 +124,7 @@ export class DenoSupervisor {
     }, START_TIMEOUT_MS);
     startTimer.unref();
 
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       if (this.url === null && this.child === child && line.startsWith('{"plinth_edge_listening":')) {
         const port = (JSON.parse(line) as { plinth_edge_listening: number }).plinth_edge_listening;
         this.url = `http://127.0.0.1:${port}`;
@@ -137,15 +137,15 @@ export class DenoSupervisor {
       }
       log.info({ edge_runtime: 'stdout' }, line);
     });
-    createInterface({ input: child.stderr! }).on('line', (line) => {
+    createInterface({ input: child.stderr }).on('line', (line) => {
       const entry = line.startsWith('{') ? parseLine(line) : null;
       if (entry !== null && entry.level === 'error') {
-        log.error({ function: entry.function, stack: entry.stack }, String(entry.msg ?? 'edge function error'));
+        log.error({ function: entry.function, stack: entry.stack }, typeof entry.msg === 'string' ? entry.msg : 'edge function error');
       } else {
         log.warn({ edge_runtime: 'stderr' }, line);
       }
     });
-    child.stdin!.on('error', () => {});
+    child.stdin.on('error', () => {});
     const gone = (code: number | null, signal: NodeJS.Signals | null) => {
       clearTimeout(startTimer);
       if (this.child !== child) return;
@@ -216,7 +216,7 @@ interface RuntimeLogLine {
 function parseLine(line: string): RuntimeLogLine | null {
   try {
     const v: unknown = JSON.parse(line);
-    return typeof v === 'object' && v !== null ? (v as RuntimeLogLine) : null;
+    return typeof v === 'object' && v !== null ? v : null;
   } catch {
     return null;
   }

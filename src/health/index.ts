@@ -1,5 +1,5 @@
 /**
- * GET /health (interface §4.1): 200 `{status: ok, pg_connected: true}`, or 503
+ * GET /health (docs/api/overview.md): 200 `{status: ok, pg_connected: true}`, or 503
  * `{status: degraded, pg_connected: false}` when the database does not answer within 2 s.
  * The pool reconnects by itself, so the same process turns healthy again.
  */

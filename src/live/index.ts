@@ -1,6 +1,6 @@
 /**
- * Live queries, broadcast and presence over WebSocket (interface §4.9, §6.2, §7.3, §8;
- * contract §5).
+ * Live queries, broadcast and presence over WebSocket (docs/api/live.md;
+ * docs/api/overview.md, "Limits").
  *
  * - `GET /ws/{query_id}` (upgrade): every refusal is an HTTP response before the upgrade
  *   with an `{error}` body. Then `{type: subscribed, query_id, client_id}` and what
@@ -136,8 +136,9 @@ export class LiveService {
     // again then, which is how a gap is detected.
     // Each channel is listened to once, whichever attempt succeeds (a second listen would
     // deliver everything twice).
-    let deltas: { unlisten(): Promise<void> } | null = null;
-    let events: { unlisten(): Promise<void> } | null = null;
+    // `unlisten` as a property: the driver's is a closure, taken off its object below.
+    let deltas: { unlisten: () => Promise<void> } | null = null;
+    let events: { unlisten: () => Promise<void> } | null = null;
     const listenAll = async () => {
       deltas ??= await sql.listen(this.deps.config.liveChannel, (p) => this.onDelta(p), onlisten);
       events ??= await sql.listen(this.bcChannel, (p) => this.onEvent(p));
@@ -198,7 +199,7 @@ export class LiveService {
   private onDelta(payload: string): void {
     let msg: { type?: unknown; query_id?: unknown };
     try {
-      msg = JSON.parse(payload);
+      msg = JSON.parse(payload) as typeof msg;
     } catch {
       return;
     }
@@ -213,7 +214,7 @@ export class LiveService {
   private onEvent(payload: string): void {
     let ev: { channel?: unknown; msg?: unknown };
     try {
-      ev = JSON.parse(payload);
+      ev = JSON.parse(payload) as typeof ev;
     } catch {
       return;
     }
@@ -273,7 +274,7 @@ export class LiveService {
     return false;
   }
 
-  /** The checks shared by the upgrade and the presence endpoint (interface §4.9 rules 1–3). */
+  /** The checks shared by the upgrade and the presence endpoint (docs/api/live.md). */
   async admit(req: FastifyRequest, channel: string, upgrade: boolean): Promise<Credential> {
     if (!this.originAllowed(req)) throw LIVE_ERRORS.origin();
     if (upgrade) {
@@ -357,7 +358,7 @@ export class LiveService {
       if (isBinary) return;
       let msg: { type?: unknown; payload?: unknown; state?: unknown };
       try {
-        msg = JSON.parse(String(data));
+        msg = JSON.parse((data as Buffer).toString('utf8')) as typeof msg;
       } catch {
         return;
       }
@@ -513,7 +514,7 @@ export const liveArea: Area = {
       wsHandler: (socket, req) => {
         const cred = admitted.get(req);
         if (cred === undefined) return socket.close(1011, 'not admitted'); // every upgrade passes preValidation first
-        svc.connect(socket, (req.params as { query_id: string }).query_id, cred);
+        svc.connect(socket, req.params.query_id, cred);
       },
     });
 

@@ -1,5 +1,5 @@
 /**
- * POST /rest/v1/batch (interface §2.8, §3.5, §4.5; contract §9): several REST and RPC
+ * POST /rest/v1/batch (docs/api/rest.md): several REST and RPC
  * operations in one transaction under the request's role and claims.
  *
  * - Validation first: the body's shape, the number of operations (MAX_BATCH_OPERATIONS),
@@ -111,7 +111,8 @@ class Spread {
   }
 }
 
-type Resolved = unknown | Spread | typeof MISSING;
+/** A JSON value, a `Spread` or `MISSING` (told apart with `instanceof` and `===`). */
+type Resolved = unknown;
 
 function unresolved(template: string): AppError {
   return new AppError(400, `unresolved template ${template}`);
@@ -134,7 +135,7 @@ function walk(v: unknown, segs: readonly string[], i: number): Resolved {
       const k = Number(s);
       return k < v.length ? walk(v[k], segs, i + 1) : MISSING;
     }
-    // `{{op.field}}` on a one-element array reads that element (contract §9).
+    // `{{op.field}}` on a one-element array reads that element (docs/api/rest.md).
     return v.length === 1 ? walk(v[0], segs, i) : MISSING;
   }
   if (isObject(v) && Object.hasOwn(v, s)) return walk(v[s], segs, i + 1);
@@ -234,12 +235,12 @@ function failure(id: string, err: unknown): Result {
 
 async function runPartial(c: ReservedSql, p: Prepared): Promise<readonly postgres.Row[]> {
   const [, res] = await Promise.allSettled([
-    c.unsafe('savepoint plinth_batch_op').execute(),
+    c`savepoint plinth_batch_op`.execute(),
     run(c, p).execute(),
-    c.unsafe('release savepoint plinth_batch_op').execute(),
+    c`release savepoint plinth_batch_op`.execute(),
   ]);
   if (res.status === 'fulfilled') return res.value;
-  await Promise.all([c.unsafe('rollback to savepoint plinth_batch_op').execute(), c.unsafe('release savepoint plinth_batch_op').execute()]);
+  await Promise.all([c`rollback to savepoint plinth_batch_op`.execute(), c`release savepoint plinth_batch_op`.execute()]);
   throw res.reason;
 }
 

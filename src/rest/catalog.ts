@@ -6,7 +6,7 @@
  * outlive the schema it was compiled against.
  *
  * Names under `/rest/v1/` that are service routes (`batch`, `webhooks`, `rpc`, `rls-debug`)
- * win over tables of those names: such relations are left out here (contract §9).
+ * win over tables of those names: such relations are left out here (docs/api/rest.md).
  */
 import type { Sql } from '../core/db.ts';
 

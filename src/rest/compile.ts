@@ -457,7 +457,7 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
     throw grammarToAppError(err);
   }
   const ranged = req.method === 'GET' && req.range != null;
-  if (ranged) q = withRange(q, req.range!);
+  if (ranged) q = withRange(q, req.range);
 
   let columns: string[] = [];
   let bodyParam: string | null = null;
@@ -567,7 +567,7 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
     const all = frame.conds.length === 0 ? where : [...(where === '' ? [] : [where]), ...frame.conds].join(' and ');
     let paging = '';
     if (q.limit !== null) paging += ` limit $${++p}::text::int8`;
-    if (q.offset !== null) paging += ` offset $${++p}::text::int8`;
+    if (q.offset !== null) paging += ` offset $${p + 1}::text::int8`;
     let text = o.csv ? `select ${CSV_BODY} as body, count(*)::int4 as n` : `${outer(o.singular)}`;
     if (o.count !== null) text += `, ${countSql(rel, q, all, o.count)}::int8 as total`;
     text += ` from (select ${list} from ${rel.qname} _t0${frame.joins}${all === '' ? '' : ' where ' + all}${orderSql(rel, q, '_t0')}${paging}) _r`;
@@ -578,12 +578,12 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
   const cols = columns.map(ident).join(', ');
   let write: string;
   if (method === 'POST') {
-    const b = ++p;
+    const b = p + 1;
     // `{}` inserts a row of defaults: no column list at all (an empty one is a syntax error).
     const target = cols === '' ? rel.qname : `${rel.qname} (${cols})`;
     write = `insert into ${target} select ${cols} from json_populate_recordset(null::${rel.qname}, $${b}::text::json)`;
   } else if (method === 'PATCH') {
-    const b = ++p;
+    const b = p + 1;
     write = `update ${rel.qname} _t0 set (${cols}) = (select ${cols} from json_populate_record(null::${rel.qname}, $${b}::text::json))${whereClause}`;
   } else {
     write = `delete from ${rel.qname} _t0${whereClause}`;

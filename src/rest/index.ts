@@ -1,5 +1,5 @@
 /**
- * The REST area (interface §4.3, §4.4, §4.5, §4.10 `/api/catalog/refresh`; contract §5, §9):
+ * The REST area (docs/api/rest.md; docs/api/admin-and-sql.md for `/api/catalog/refresh`):
  * tables and views under /rest/v1/{table}, functions under /rest/v1/rpc/{name}, the batch,
  * the OpenAPI description and rls-debug.
  *
@@ -20,7 +20,7 @@ import { parsePrefer } from './grammar.ts';
 import { Catalog, loadCatalog } from './catalog.ts';
 import { REST_ERRORS, prepareRpc, prepareTable, type Method } from './compile.ts';
 import { execute, type Outcome } from './execute.ts';
-import { REACHABLE_SQL, buildOpenApi, type Reachable } from './openapi.ts';
+import { buildOpenApi, reachableQuery, type Reachable } from './openapi.ts';
 import { runBatch, validateBatch } from './batch.ts';
 
 const SINGULAR_TYPE = 'application/vnd.pgrst.object+json';
@@ -83,7 +83,7 @@ function send(reply: FastifyReply, out: Outcome, singular: boolean, csv = false)
   return sendJsonText(reply, out.status, out.body);
 }
 
-/** Any credential present, for Cache-Control (interface §4.4 rule 5). */
+/** Any credential present, for Cache-Control (docs/api/rest.md). */
 function credentialPresent(req: FastifyRequest): boolean {
   const h = req.headers;
   if (h.authorization || h.apikey) return true;
@@ -143,7 +143,7 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
       try {
         p = prepareRpc(cat, { method, name: req.params.name, query });
       } catch (err) {
-        // `token` in the query string marks a credential for caching (§4.4 rule 5); it is an
+        // `token` in the query string marks a credential for caching (docs/api/rest.md); it is an
         // argument only for a function that takes one.
         const sp = new URLSearchParams(query);
         if (!(err instanceof AppError) || err.status !== 400 || !sp.has('token')) throw err;
@@ -171,11 +171,11 @@ function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
     const cat = await cache.get();
     let rows;
     try {
-      rows = await db.withContext(cred, (c) => c.unsafe(REACHABLE_SQL, [], { prepare: true }));
+      rows = await db.withContext(cred, reachableQuery);
     } catch (err) {
       throw pgErrorToAppError(err);
     }
-    const reach: Reachable = { rels: JSON.parse(rows[0].rels as string), funcs: JSON.parse(rows[0].funcs as string) };
+    const reach: Reachable = { rels: JSON.parse(rows[0].rels as string) as Reachable['rels'], funcs: JSON.parse(rows[0].funcs as string) as Reachable['funcs'] };
     const doc = buildOpenApi(cat, reach, { host: req.headers.host, scheme: req.protocol });
     return reply.code(200).type('application/openapi+json; charset=utf-8').send(JSON.stringify(doc));
   };
@@ -199,8 +199,7 @@ export const restArea: Area = {
 
     await app.register(async (scope) => routes(scope, deps, cache));
 
-    app.post('/api/catalog/refresh', async (req, reply) => {
-      await deps.credentials.serviceRole(req);
+    app.post('/api/catalog/refresh', { onRequest: deps.credentials.requireRole('service_role') }, async (_req, reply) => {
       try {
         await cache.reload();
         await deps.db.notifyCacheReload('rest');

@@ -1,7 +1,7 @@
 /**
  * Limits on REST, RPC and batch input that PostgreSQL would otherwise meet as errors of its
- * own — class 54 "program limit exceeded", or XX000 from the tsquery parser — which §7.2
- * maps to 500. Such input is refused here with 400 before anything reaches the database:
+ * own — class 54 "program limit exceeded", or XX000 from the tsquery parser — which the error mapping
+ * (docs/api/overview.md) turns into 500. Such input is refused here with 400 before anything reaches the database:
  * `invalid request` for the query string, `invalid request body` for the body. (JSON
  * nesting depth, MAX_JSON_DEPTH, is checked by the shell's JSON parser for every area.)
  * The values are named in the README ("Limits").

@@ -1,10 +1,11 @@
 /**
  * GET /rest/v1/: an OpenAPI 2.0 (Swagger) description of what the calling role can reach
- * (interface §4.3): the tables and views of `public` on which it holds a privilege, with
+ * (docs/api/rest.md): the tables and views of `public` on which it holds a privilege, with
  * only the methods its privileges allow, their columns and types, and the functions it
  * may EXECUTE. The schema comes from the catalog; the privileges from one query run as the
  * caller (they depend on the role and change with GRANT). Not a hot path.
  */
+import type { LaneQuery, LaneSql } from '../core/db.ts';
 import type { Catalog, Column, Func, Relation, TypeInfo } from './catalog.ts';
 
 export interface Reachable {
@@ -12,8 +13,8 @@ export interface Reachable {
   funcs: number[];
 }
 
-/** Run as the caller (inside withContext): what it may do in `public`. */
-export const REACHABLE_SQL = `
+/** Run as the caller (inside withContext): what it may do in `public`, as JSON text (`rels`, `funcs`). */
+export const reachableQuery = (c: LaneSql): LaneQuery => c`
   select coalesce((
            select json_agg(json_build_object(
                     'name', c.relname,

@@ -1,5 +1,5 @@
 /**
- * The storage area (interface §2.4, §2.5, §4.8; contract §7, §8, §9): buckets and objects.
+ * The storage area (docs/api/storage.md): buckets and objects.
  *
  * Metadata and rules live in SQL (schema `storage`, functions.sql) and run as the calling
  * role, so the RLS policies decide; the bytes stream through here to one back end
@@ -18,6 +18,7 @@
 import { Readable } from 'node:stream';
 import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { gatedCredential } from '../core/credentials.ts';
 import type { Area, Deps } from '../core/area.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText, toAppError } from '../core/http.ts';
@@ -65,7 +66,7 @@ interface Source {
   declaredSize: number | null;
 }
 
-/** The multipart part `file` as a stream (contract §7); other parts are skipped. */
+/** The multipart part `file` as a stream (docs/api/storage.md); other parts are skipped. */
 function multipartSource(req: FastifyRequest): Promise<Source> {
   return new Promise((resolve, reject) => {
     let file: Readable | null = null;
@@ -161,8 +162,10 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
   const { db, credentials, log } = deps;
 
   // ---- buckets (JSON) ----
-  app.post('/storage/v1/bucket', async (req, reply) => {
-    const cred = await credentials.serviceRole(req);
+  const serviceRoleGate = credentials.requireRole('service_role');
+
+  app.post('/storage/v1/bucket', { onRequest: serviceRoleGate }, async (req, reply) => {
+    const cred = gatedCredential(req);
     const b = req.body as Record<string, unknown> | undefined;
     if (typeof b !== 'object' || b === null || Array.isArray(b)) throw ERRORS.invalidBody();
     const id = b.id ?? b.name;
@@ -196,8 +199,8 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
     return sendJsonText(reply, 200, await sdb.listBuckets(db, cred));
   });
 
-  app.delete('/storage/v1/bucket/*', async (req, reply) => {
-    const cred = await credentials.serviceRole(req);
+  app.delete('/storage/v1/bucket/*', { onRequest: serviceRoleGate }, async (req, reply) => {
+    const cred = gatedCredential(req);
     const id = parseBucketId(req.url, BUCKET_PREFIX, invalidBucketId);
     const status = await sdb.deleteBucket(db, cred, id);
     switch (status) {

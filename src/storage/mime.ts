@@ -1,5 +1,5 @@
 /**
- * An object's type (contract §7) and the headers its download carries, so that a file a
+ * An object's type (docs/api/storage.md) and the headers its download carries, so that a file a
  * user uploads never runs as a page of the API's origin.
  *
  * The stored type: the declared one (the multipart part's or the body's Content-Type), else

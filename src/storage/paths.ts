@@ -1,6 +1,6 @@
 /**
  * Object paths and bucket ids, validated once, from the request line as received, before
- * any back end is touched (interface §4.8, contract §8, §9; issue 13 item 3).
+ * any back end is touched (docs/api/storage.md).
  *
  * The raw path after the route prefix is percent-decoded once and split on `/`. Refused
  * with 400 `invalid object path`: a malformed escape, an empty segment (which covers
@@ -13,6 +13,7 @@ import { AppError } from '../core/errors.ts';
 export const invalidObjectPath = () => new AppError(400, 'invalid object path');
 export const invalidBucketId = () => new AppError(400, 'invalid bucket id');
 
+// eslint-disable-next-line no-control-regex -- refusing control characters is the point
 const CONTROL = /[\u0000-\u001f\u007f]/;
 const DRIVE = /^[A-Za-z]:/;
 const MAX_SEGMENT_BYTES = 255;

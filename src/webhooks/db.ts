@@ -1,7 +1,7 @@
 /**
  * The webhooks area's SQL entry functions (sql/fixtures/webhooks), one typed wrapper each
  * (STYLE, SQL/TS boundary). They run as the connecting role through the Db's own pool
- * (design.md: the service's own webhook endpoints call their SQL functions as that role).
+ * (docs/architecture.md: the service's own webhook endpoints call their SQL functions as that role).
  * Expected outcomes come back as a `status` the callers switch on exhaustively; anything
  * raised is mapped by `pgErrorToAppError(err, {trusted: true})`.
  */
@@ -27,7 +27,7 @@ export interface CreateHookInput {
   secret: string | null;
 }
 
-/** `hook` is the Webhook's JSON text (interface §2.3, no secret) when status is `ok`. */
+/** `hook` is the Webhook's JSON text (docs/api/webhooks.md, no secret) when status is `ok`. */
 export async function createHook(sql: Sql, i: CreateHookInput): Promise<{ status: CreateHookStatus; hook: string | null }> {
   const [r] = await call(
     sql<{ status: CreateHookStatus; hook: string | null }[]>`

@@ -1,5 +1,5 @@
 /**
- * The `webhooks__deliver` task (interface §6.1, design.md Jobs): one job is one attempt.
+ * The `webhooks__deliver` task (docs/api/webhooks.md, docs/architecture.md Jobs): one job is one attempt.
  *
  * SQL enqueued the job in the transaction of the change (enqueue.sql), with the body as
  * text. The task asks SQL whether the attempt is still due and where it goes

@@ -1,5 +1,5 @@
 /**
- * The webhooks area (issue 12; interface §2.3, §3.4, §4.6, §6.1): the registry endpoints
+ * The webhooks area (docs/api/webhooks.md): the registry endpoints
  * and the delivery log (routes.ts), and two worker tasks:
  * - `webhooks__deliver`: one delivery attempt (deliver.ts);
  * - `webhooks__purge`: hourly, deletes log rows older than 7 days (webhooks.purge_log),
@@ -7,24 +7,23 @@
  * The state lives in SQL (sql/fixtures/webhooks): the trigger enqueues in the transaction
  * of the change, SQL records each attempt and schedules the next.
  */
-import type { Task, TaskList } from 'graphile-worker';
+import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
+import { periodic } from '../core/periodic.ts';
 import { purgeLog, schedulePurge } from './db.ts';
 import { deliverTask } from './deliver.ts';
 import { registerWebhookRoutes } from './routes.ts';
 
-const PURGE_EVERY_SECONDS = 3600;
+const purge = periodic({
+  name: 'webhooks__purge',
+  everySeconds: 3600,
+  run: purgeLog,
+  schedule: schedulePurge,
+  done: 'webhooks: old delivery log rows purged',
+});
 
 /** Per service instance: aborted when its HTTP server closes, the first step of a stop. */
 const stopping = new WeakMap<Deps, AbortSignal>();
-
-function purgeTask(deps: Deps): Task {
-  return async () => {
-    const counts = await purgeLog(deps.db.sql);
-    deps.log.info({ purged: counts }, 'webhooks: old delivery log rows purged');
-    await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS);
-  };
-}
 
 export const webhooksArea: Area = {
   name: 'webhooks',
@@ -33,12 +32,10 @@ export const webhooksArea: Area = {
     const stop = new AbortController();
     stopping.set(deps, stop.signal);
     app.addHook('onClose', async () => stop.abort());
-    await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS).catch((err: unknown) =>
-      deps.log.warn({ err }, 'webhooks: could not schedule the purge job; the next start will'),
-    );
+    await purge.start(deps);
   },
   tasks(deps): TaskList {
     const signal = stopping.get(deps) ?? new AbortController().signal;
-    return { webhooks__deliver: deliverTask(deps, signal), webhooks__purge: purgeTask(deps) };
+    return { webhooks__deliver: deliverTask(deps, signal), webhooks__purge: purge.task(deps) };
   },
 };

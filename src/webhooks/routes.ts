@@ -1,13 +1,13 @@
 /**
- * Interface §4.6 (service role only) and the delivery log (issue 12, item 4):
+ * docs/api/webhooks.md (service role only) and the delivery log:
  *   POST   /rest/v1/webhooks                    201 Webhook (no secret)
  *   GET    /rest/v1/webhooks                    200 [Webhook]
  *   DELETE /rest/v1/webhooks/{id}               200 {"message": "webhook deleted"}
  *   GET    /rest/v1/webhooks/{id}/deliveries    200 [Delivery] newest first, ?limit (default 100, 1..1000)
  * These static routes win over REST's `/rest/v1/:table` (find-my-way prefers static
- * segments; contract §9). The service-role check runs before the body is looked at.
+ * segments; docs/api/webhooks.md). The service-role check runs before the body is looked at.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../core/area.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
@@ -17,7 +17,7 @@ export const WEBHOOK_ERRORS = {
   urlRequired: () => new AppError(400, 'url is required'),
   invalidUrl: () => new AppError(400, 'url must be an http or https URL'),
   invalidEvents: () => new AppError(400, 'events must be an array of INSERT, UPDATE, DELETE or *'),
-  /** contract §9: a table_name that is not a table in public. */
+  /** docs/api/webhooks.md: a table_name that is not a table in public. */
   invalidTable: () => new AppError(400, 'invalid request'),
   invalidId: () => new AppError(400, 'invalid webhook id'),
   invalidLimit: () => new AppError(400, 'limit must be an integer from 1 to 1000'),
@@ -82,9 +82,7 @@ function parseLimit(raw: unknown): number {
 export function registerWebhookRoutes(app: FastifyInstance, deps: Deps): void {
   const { db, credentials } = deps;
   const sql = db.sql;
-  const serviceRoleGate = async (req: FastifyRequest): Promise<void> => {
-    await credentials.serviceRole(req);
-  };
+  const serviceRoleGate = credentials.requireRole('service_role');
 
   app.post('/rest/v1/webhooks', { onRequest: serviceRoleGate }, async (req, reply) => {
     const input = parseCreate(req.body);

@@ -1,5 +1,5 @@
 /**
- * graphile-worker inside the service process (design.md, Jobs): emails and webhook
+ * graphile-worker inside the service process (docs/architecture.md): emails and webhook
  * deliveries are jobs enqueued by SQL in the same transaction as their cause. Every
  * instance runs a worker; jobs are taken once. Signals belong to main.ts.
  */

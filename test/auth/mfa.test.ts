@@ -55,7 +55,7 @@ async function challengeAndVerify(token: string, factorId: string, code: string)
 }
 
 const { email, session: first } = await signUp(app, uniqueEmail('mfa'));
-let aal1: Session = first;
+const aal1: Session = first;
 let aal2: Session;
 let factorId: string;
 let totp: OTPAuth.TOTP;

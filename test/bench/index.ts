@@ -23,7 +23,7 @@
  * otherwise; a missed target prints MISS and does not fail the run. A scenario whose
  * endpoint answers 404 (the area is not built yet) is reported as unavailable.
  */
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';

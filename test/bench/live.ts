@@ -40,7 +40,7 @@ async function openClients(c: CustomContext, channel: string, n: number, onMessa
           ws.once('open', () => resolve(ws));
           ws.once('error', reject);
           ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
-          ws.on('message', (data) => onMessage(i + j, String(data)));
+          ws.on('message', (data) => onMessage(i + j, (data as Buffer).toString('utf8')));
         });
       }),
     );
@@ -62,7 +62,7 @@ async function liveLatency(c: CustomContext): Promise<CustomResult> {
   // Per row (keyed by its `sent` stamp): when its COMMIT was acknowledged to the writer.
   const acked = new Map<number, number>();
   const arrivals: Array<[number, number]> = []; // [sent, arrival]
-  let socketsOpen: WebSocket[] = [];
+  const socketsOpen: WebSocket[] = [];
   try {
     await sql.unsafe(`create table if not exists public.bench_live (id bigserial primary key, sub int not null, sent double precision not null, body text)`);
     for (let k = 0; k < subs; k++) {
@@ -117,7 +117,6 @@ async function liveLatency(c: CustomContext): Promise<CustomResult> {
     };
   } finally {
     closeAll(socketsOpen);
-    socketsOpen = [];
     for (let k = 0; k < subs; k++) await sql`select live.unsubscribe(${'bench_live_' + k})`.catch(() => {});
     await sql.end({ timeout: 2 });
   }

@@ -191,7 +191,7 @@ class Conn {
       else if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) this.length = -2;
       else this.length = 0;
     }
-    let body: Buffer | null = null;
+    let body: Buffer;
     if (this.length >= 0) {
       if (this.buf.length - this.bodyStart < this.length) return;
       body = this.buf.subarray(this.bodyStart, this.bodyStart + this.length);

@@ -163,7 +163,7 @@ t.test('guests, the storage option and persistSession', async (t) => {
   const rec = createClient(app.url, app.anonKey, {
     headers: { 'x-client-info': 'plinth-test' },
     fetch: (input, init) => {
-      sent.push({ url: String(input), headers: new Headers(init?.headers) });
+      sent.push({ url: input instanceof Request ? input.url : input.toString(), headers: new Headers(init?.headers) });
       return fetch(input, init);
     },
   });

@@ -27,7 +27,7 @@ t.test('the bundle and its declarations', async (t) => {
   t.notMatch(code, /\bimport\s*[^(]*from\s*["'][^"'./]/, 'self-contained: no bare imports left');
   t.match(code, /export\s*\{/, 'an ES module');
   t.ok(existsSync(join(out, 'dist/client.d.ts')));
-  t.notMatch(readFileSync(join(out, 'dist/types/index.d.ts'), 'utf8'), /\.ts'/, 'declarations name .js modules');
+  t.notMatch(readFileSync(join(out, 'dist/types/client/auth.d.ts'), 'utf8'), /\.ts'/, 'declarations name .js modules');
 
   // The module loads and works without a browser too (Node has fetch and WebSocket).
   const mod = await import(r.file);

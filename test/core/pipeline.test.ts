@@ -101,7 +101,7 @@ async function lane(pooler = false): Promise<LaneConnection> {
   return conn;
 }
 
-const code = (x: Promise<unknown>) => x.then(() => null, (e: { code?: string }) => e.code ?? String(e));
+const code = (x: Promise<unknown>) => x.then(() => null, (e: Error & { code?: string }) => e.code ?? e.message);
 const count = async (id: number) => (await tdb.sql`select count(*)::int as n from public.marks where id = ${id}`)[0].n as number;
 
 t.test('one unit per request: claims and work, one Sync, the claims only for their request', async (t) => {

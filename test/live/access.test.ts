@@ -133,7 +133,12 @@ t.test('connection caps: 429 per IP, 503 in all', async (t) => {
   await a.closed;
   const a2 = await new Promise<Awaited<ReturnType<typeof open>>>((resolve, reject) => {
     const end = Date.now() + 5000;
-    const attempt = () => open(app, '/ws/notes', q).then(resolve, (err) => (Date.now() > end ? reject(err) : setTimeout(attempt, 50)));
+    const attempt = (): void => {
+      open(app, '/ws/notes', q).then(resolve, (err: Error) => {
+        if (Date.now() > end) reject(err);
+        else setTimeout(attempt, 50);
+      });
+    };
     attempt();
   });
   t.ok(a2, 'a closed connection frees its place');

@@ -45,7 +45,7 @@ export function connect(app: TestApp, path: string, opts: ConnectOptions = {}): 
     const messages: any[] = [];
     const waiters: Array<{ pred: (m: any) => boolean; resolve: (m: any) => void }> = [];
     ws.on('message', (data) => {
-      const m = JSON.parse(String(data));
+      const m = JSON.parse((data as Buffer).toString('utf8'));
       messages.push(m);
       for (const w of [...waiters]) {
         if (w.pred(m)) {

@@ -49,7 +49,7 @@ function render(n: FilterNode | LogicNode, values: Value[]): string {
   const head = n.column + '.' + (n.negated ? 'not.' : '') + n.op;
   if (n.op === 'is') return head + '.' + n.value;
   if (n.op === 'fts' || n.op === 'plfts' || n.op === 'phfts' || n.op === 'wfts') {
-    return head + (n.langSlot === null ? '' : `(${values[n.langSlot]})`) + '.' + JSON.stringify(values[n.slot]);
+    return head + (n.langSlot === null ? '' : `(${String(values[n.langSlot])})`) + '.' + JSON.stringify(values[n.slot]);
   }
   return head + '.' + JSON.stringify(values[n.slot]);
 }

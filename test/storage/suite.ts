@@ -301,6 +301,7 @@ export function storageSuite(t: T, backend: BackendName): void {
     t.equal(res.headers.get('content-type'), 'application/octet-stream', 'else application/octet-stream');
     await res.arrayBuffer();
     res = await put('any/pic.png', alice, 'x', { 'content-type': 'application/octet-stream' });
+    t.equal(res.status, 200);
     res = await get('any/pic.png', alice);
     t.equal(res.headers.get('content-type'), 'image/png', 'octet-stream says nothing: the extension decides');
     await res.arrayBuffer();

@@ -46,7 +46,7 @@ export async function startReceiver(t: TapLike): Promise<Receiver> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const raw = Buffer.concat(chunks);
-      let body: unknown = null;
+      let body: unknown;
       try {
         body = JSON.parse(raw.toString('utf8'));
       } catch {

@@ -1,6 +1,6 @@
 /**
- * OAuth sign-in over HTTP (issue 7; interface §4.2 authorize and callback, OAuth rules 1–4;
- * contract §2 overrides, §10 state cookie and Microsoft linking).
+ * OAuth sign-in over HTTP (docs/api/auth.md, "OAuth": authorize and callback, the state
+ * cookie, Microsoft linking; docs/operations.md: the providers' address overrides).
  *
  * GET /auth/v1/authorize?provider=<name>
  *   → 302 to the provider, with redirect_uri exactly `<SITE_URL>/auth/v1/callback`, a fresh

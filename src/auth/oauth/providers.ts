@@ -1,17 +1,17 @@
 /**
- * The five OAuth providers of interface §4.2 rule 4, each as a `Provider`: how to send the
+ * The five OAuth providers of docs/api/auth.md, each as a `Provider`: how to send the
  * browser there, and how to turn the callback into a provider-verified identity. The
  * protocol work is openid-client's (v6: authorization URL, PKCE, code exchange, id_token
  * claim checks, userinfo); this module only knows each provider's endpoints, scopes and
  * where it states that an email is verified.
  *
  * Server metadata: `oidc` discovers it from OIDC_ISSUER_URL; the others are built here
- * from the real providers' endpoints or the contract's overrides (contract §2:
+ * from the real providers' endpoints or the configured overrides (docs/operations.md:
  * GOOGLE_AUTHORIZE_URL …), so that no start depends on a provider being reachable.
  * Provider addresses may be http:// only for loopback hosts (checked by config.ts); for
  * those, openid-client's HTTPS-only rule is lifted with `allowInsecureRequests`.
  *
- * Where each provider vouches for the email (OAuth rule 3, contract §10):
+ * Where each provider vouches for the email (OAuth rule 3, docs/api/auth.md):
  * - google, oidc: `email_verified: true` of the id_token (or of userinfo when the id_token
  *   carries no email);
  * - microsoft (common tenant): the id_token's `xms_edov: true` (the email domain owner is
@@ -162,9 +162,19 @@ async function openIdClaims(config: client.Configuration, tokens: client.TokenEn
   return { idToken, emailSource };
 }
 
-// ── google and oidc: id_token / userinfo `email_verified` ─────────────────────────────────
+// ── google, oidc and microsoft: OpenID Connect ───────────────────────────────────────────
 
-function openIdProvider(name: 'google' | 'oidc', getConfig: () => Promise<client.Configuration>): Provider {
+/** Where an OpenID provider differs: the `iss` of the authorization response, and who vouches for the email. */
+interface OpenIdRules {
+  /** RFC 9207: the authorization response carries `iss`, and it is checked. */
+  issInResponse: boolean;
+  vouched(idToken: client.IDToken, emailSource: Record<string, unknown>): boolean;
+}
+
+/** Google and any OIDC issuer: the id_token's or userinfo's `email_verified`. */
+const EMAIL_VERIFIED: OpenIdRules = { issInResponse: true, vouched: (_idToken, emailSource) => isTrue(emailSource.email_verified) };
+
+function openIdProvider(name: 'google' | 'oidc' | 'microsoft', getConfig: () => Promise<client.Configuration>, rules: OpenIdRules): Provider {
   return {
     name,
     formPost: false,
@@ -175,9 +185,9 @@ function openIdProvider(name: 'google' | 'oidc', getConfig: () => Promise<client
     },
     async identity(params, checks) {
       const config = await getConfig();
-      const tokens = await client.authorizationCodeGrant(config, callbackUrl(params, checks.redirectUri, true), grantChecks(checks));
+      const tokens = await client.authorizationCodeGrant(config, callbackUrl(params, checks.redirectUri, rules.issInResponse), grantChecks(checks));
       const { idToken, emailSource } = await openIdClaims(config, tokens);
-      return { subject: idToken.sub, email: emailOf(emailSource.email), emailVerified: isTrue(emailSource.email_verified) };
+      return { subject: idToken.sub, email: emailOf(emailSource.email), emailVerified: rules.vouched(idToken, emailSource) };
     },
   };
 }
@@ -196,7 +206,7 @@ function googleProvider(p: OAuthProviderConfig): Provider {
   );
   config.timeout = PROVIDER_TIMEOUT;
   if (anyInsecure(e.authorizeUrl, e.tokenUrl, e.userinfoUrl)) client.allowInsecureRequests(config);
-  return openIdProvider('google', () => Promise.resolve(config));
+  return openIdProvider('google', () => Promise.resolve(config), EMAIL_VERIFIED);
 }
 
 function oidcProvider(p: OAuthProviderConfig): Provider {
@@ -215,7 +225,7 @@ function oidcProvider(p: OAuthProviderConfig): Provider {
       execute: anyInsecure(issuer) ? [client.allowInsecureRequests] : [],
     }),
   );
-  return openIdProvider('oidc', getConfig);
+  return openIdProvider('oidc', getConfig, EMAIL_VERIFIED);
 }
 
 // ── microsoft: common tenant; xms_edov or the consumer tenant ─────────────────────────────
@@ -249,24 +259,12 @@ function microsoftProvider(p: OAuthProviderConfig): Provider {
         url === wellKnown ? Promise.resolve(Response.json(document)) : fetch(url, options as RequestInit),
     }),
   );
-  return {
-    name: 'microsoft',
-    formPost: false,
-    pkce: true,
-    nonce: true,
-    async authorizationUrl(r) {
-      return client.buildAuthorizationUrl(await getConfig(), authParams(r, 'openid email'));
-    },
-    async identity(params, checks) {
-      const config = await getConfig();
-      // Entra sends no RFC 9207 `iss` in the authorization response, and its issuer is per
-      // tenant: an `iss` there is left out. The state row already pins the provider.
-      const tokens = await client.authorizationCodeGrant(config, callbackUrl(params, checks.redirectUri, false), grantChecks(checks));
-      const { idToken, emailSource } = await openIdClaims(config, tokens);
-      const vouched = isTrue(idToken.xms_edov) || idToken.tid === MICROSOFT_CONSUMER_TENANT;
-      return { subject: idToken.sub, email: emailOf(emailSource.email), emailVerified: vouched };
-    },
-  };
+  return openIdProvider('microsoft', getConfig, {
+    // Entra sends no RFC 9207 `iss` in the authorization response, and its issuer is per
+    // tenant: an `iss` there is left out. The state row already pins the provider.
+    issInResponse: false,
+    vouched: (idToken) => isTrue(idToken.xms_edov) || idToken.tid === MICROSOFT_CONSUMER_TENANT,
+  });
 }
 
 // ── github: /user and /user/emails (primary and verified) ─────────────────────────────────
@@ -389,7 +387,7 @@ function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-/** The configured providers (contract §2: a provider is configured when all its variables are set). */
+/** The configured providers (docs/operations.md: a provider is configured when all its variables are set). */
 export function createProviders(config: RuntimeConfig): ReadonlyMap<string, Provider> {
   const out = new Map<string, Provider>();
   const o = config.oauth;

@@ -386,7 +386,7 @@ class Unit extends (pg.Query as unknown as new (config: { text: string }) => obj
   }
 
   submit(connection: pg.Connection): Error | null {
-    this.lane.write(this, connection as Wire);
+    this.lane.write(this, connection);
     return null;
   }
 

@@ -6,7 +6,7 @@
  *
  * with a secret as the first line of its stdin. It serves `/<name>/…` from
  * `<FUNCTIONS_DIR>/<name>/index.ts`, whose default export is
- * `(req: Request) => Response | Promise<Response>` (contract §6), on a loopback port of its
+ * `(req: Request) => Response | Promise<Response>` (docs/api/functions.md), on a loopback port of its
  * own, announced on stdout as one JSON line `{"plinth_edge_listening": <port>}`.
  *
  * - Only plinth is served: a request without the secret in `x-plinth-runtime-secret`
