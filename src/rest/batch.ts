@@ -20,7 +20,8 @@ import type { Db, RequestContext, ReservedSql } from '../core/db.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
 import type { Catalog } from './catalog.ts';
 import { RESERVED_NAMES } from './catalog.ts';
-import { prepareRpc, prepareTable, type Method, type Prepared } from './compile.ts';
+import { prepareRpc, prepareTable } from './compile.ts';
+import type { Method, Prepared } from './plan.ts';
 import { outcome, run } from './execute.ts';
 
 export interface BatchOperation {

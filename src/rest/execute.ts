@@ -8,7 +8,8 @@
 import type postgres from 'postgres';
 import type { Db, LaneQuery, LaneSql, RequestContext, Sql } from '../core/db.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
-import { REST_ERRORS, type Prepared } from './compile.ts';
+import { REST_ERRORS } from './errors.ts';
+import type { Prepared } from './plan.ts';
 
 export interface Outcome {
   status: number;

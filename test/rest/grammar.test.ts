@@ -10,11 +10,11 @@ import {
   parseLimitOffset,
   parseLogic,
   parseOrder,
-  parsePrefer,
   parseQuery,
   parseSelect,
-  shapeOf,
 } from '../../src/rest/grammar.ts';
+import { parsePrefer } from '../../src/rest/prefer.ts';
+import { shapeOf } from '../../src/rest/shape.ts';
 import type { FilterNode, LogicNode, SelectNode, Value } from '../../src/rest/grammar.ts';
 
 type Tap = Test;
