@@ -43,6 +43,9 @@ export interface OAuthProviderConfig {
   endpoints: OAuthEndpoints;
 }
 
+export const REST_TX_ENDS = ['commit', 'commit-allow-override', 'rollback', 'rollback-allow-override'] as const;
+export type RestTxEnd = (typeof REST_TX_ENDS)[number];
+
 export interface Config {
   siteUrl: string;
   jwtSecret: string | null;
@@ -57,6 +60,10 @@ export interface Config {
   /** MAIL_RATE_LIMIT_PER_HOUR: recovery and magic-link mails per address in any hour; 0 disables. */
   mailRateLimitPerHour: number;
   maxBatchOperations: number;
+  /** REST_TX_END: how a REST request's transaction ends, and whether `Prefer: tx=` may override it. */
+  restTxEnd: RestTxEnd;
+  /** REST_COMPUTED_FIELDS: functions of a table's row type are selectable, filterable columns. */
+  restComputedFields: boolean;
   storageBackend: 'database' | 'disk' | 's3';
   storageDir: string;
   /** The s3 back end (STORAGE_BACKEND=s3): any S3-compatible store. */
@@ -185,6 +192,13 @@ function bool(env: Env, name: string, dflt: boolean): boolean {
   if (v === 'true') return true;
   if (v === 'false') return false;
   throw new ConfigError(name, 'must be exactly true or false');
+}
+
+function restTxEnd(env: Env): RestTxEnd {
+  const v = str(env, 'REST_TX_END') ?? 'commit';
+  const found = REST_TX_ENDS.find((x) => x === v);
+  if (found === undefined) throw new ConfigError('REST_TX_END', `must be one of ${REST_TX_ENDS.join(', ')}`);
+  return found;
 }
 
 function int(env: Env, name: string, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -426,6 +440,8 @@ export function parseConfig(env: Env = process.env): Config {
     anonymousRateLimit: int(env, 'ANONYMOUS_RATE_LIMIT', 30, 0),
     mailRateLimitPerHour: int(env, 'MAIL_RATE_LIMIT_PER_HOUR', 5, 0, 10000),
     maxBatchOperations: int(env, 'MAX_BATCH_OPERATIONS', 20, 1),
+    restTxEnd: restTxEnd(env),
+    restComputedFields: bool(env, 'REST_COMPUTED_FIELDS', false),
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),
     s3: s3Config(env, storageBackend),

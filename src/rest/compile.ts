@@ -90,13 +90,18 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
   const count = minimal ? null : req.prefer.count;
   const csv = req.method === 'GET' && req.csv === true;
   const singular = req.singular && !minimal && !csv;
+  // `handling=strict; max-affected=N` bounds PATCH and DELETE (POST and GET are not bounded, as PostgREST).
+  const maxAffected =
+    req.prefer.strict && req.prefer.maxAffected !== null && (req.method === 'PATCH' || req.method === 'DELETE') ? req.prefer.maxAffected : undefined;
+  const counted = minimal && maxAffected !== undefined;
+  const missingDefault = req.method === 'POST' && req.prefer.missingDefault;
   const key =
     req.method + '\u0000' + rel.name + '\u0000' + shapeOf(q) + '\u0000' + columns.join('\u0001') + '\u0000' +
-    (minimal ? 'm' : '') + (singular ? 's' : '') + (csv ? 'c' : '') + (count ?? '');
+    (minimal ? 'm' : '') + (singular ? 's' : '') + (csv ? 'c' : '') + (counted ? 'n' : '') + (missingDefault ? 'd' : '') + (count ?? '');
   let plan = cat.cached<Plan>(key);
   if (plan === undefined) {
     checkSelect(cat, rel, q.select);
-    plan = cat.remember(key, compileTable(cat, rel, req.method, q, columns, { minimal, count, singular, csv }));
+    plan = cat.remember(key, compileTable(cat, rel, req.method, q, columns, { minimal, count, singular, csv, counted, missingDefault }));
   }
 
   // POST takes only `select` from the query (filters, order and paging mean nothing there).
@@ -107,7 +112,8 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
     if (q.offset !== null) params.push(String(q.offset));
   }
   if (bodyParam !== null) params.push(bodyParam);
-  return ranged ? { plan, params, offset: q.offset ?? 0, ranged } : { plan, params, offset: q.offset ?? 0 };
+  const p: Prepared = ranged ? { plan, params, offset: q.offset ?? 0, ranged } : { plan, params, offset: q.offset ?? 0 };
+  return req.rollback === true || maxAffected !== undefined ? { ...p, rollback: req.rollback === true, maxAffected } : p;
 }
 
 export function prepareRpc(cat: Catalog, req: RpcRequest): Prepared & { fn: Func } {

@@ -7,6 +7,7 @@ export const MSG = {
   functionNotFound: 'function not found',
   unknownColumn: 'unknown column in request',
   singular: 'JSON object requested, multiple (or no) rows returned',
+  maxAffected: 'more rows affected than Prefer: max-affected allows',
 } as const;
 
 export const REST_ERRORS = {
@@ -17,9 +18,13 @@ export const REST_ERRORS = {
   /** Several relationships fit an embed: the message names the hints that pick one. */
   ambiguousEmbed: (from: string, name: string, hints: readonly string[]) =>
     new AppError(400, `${INVALID_EMBED}: more than one relationship between ${from} and ${name}; use one of ${hints.join(', ')}`),
+  /** Two select items of one level with one output name. */
+  duplicateName: (name: string) => new AppError(400, `duplicate output name in select: ${name}; give one an alias`),
   schemaNotExposed: () => new AppError(406, 'only the public schema is exposed'),
   methodNotAllowed: () => new AppError(405, 'method not allowed'),
   singular: () => new AppError(406, MSG.singular),
+  maxAffected: () => new AppError(400, MSG.maxAffected),
+  notAcceptable: () => new AppError(406, 'none of the accepted media types can be produced'),
 } as const;
 
 /** GrammarError (status 400, public message) → AppError; anything else unchanged. */

@@ -42,7 +42,11 @@ export function run(c: Sql | LaneSql, p: Prepared): LaneQuery | postgres.Pending
 
 export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
   const plan = p.plan;
-  if (!plan.returnsBody) return { status: plan.status, body: null, n: 0, contentRange: null };
+  if (!plan.returnsBody) {
+    // A write under `max-affected` counts its rows even without a body.
+    const counted = plan.counted ? (rows[0] as ResultRow).n : 0;
+    return { status: plan.status, body: null, n: counted, contentRange: null };
+  }
   const row = rows[0] as ResultRow;
   const n = row.n;
   if (plan.singular && n !== 1) throw REST_ERRORS.singular();
@@ -60,18 +64,33 @@ export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
   return { status, body, n, contentRange };
 }
 
+/** Thrown inside the transaction to roll it back after a successful statement (`tx=rollback`). */
+class RolledBack {
+  readonly out: Outcome;
+  constructor(out: Outcome) {
+    this.out = out;
+  }
+}
+
 /**
  * One operation, one transaction, as the caller. A singular write (`Accept:
- * application/vnd.pgrst.object+json`) must roll back when it touched other than one row,
- * so it takes the two-step transaction; everything else is one round trip.
+ * application/vnd.pgrst.object+json`), a request under `handling=strict; max-affected=N` or
+ * one that ends in a rollback (`tx=rollback`) must be able to roll back after seeing its
+ * rows, so it takes the two-step transaction; everything else is one round trip.
  */
 export async function execute(db: Db, ctx: RequestContext, p: Prepared): Promise<Outcome> {
   try {
-    if (p.plan.write && p.plan.singular) {
-      return await db.transactionWithContext(ctx, async (c) => outcome(p, await run(c, p).execute()));
+    if ((p.plan.write && p.plan.singular) || p.rollback === true || p.maxAffected !== undefined) {
+      return await db.transactionWithContext(ctx, async (c) => {
+        const out = outcome(p, await run(c, p).execute());
+        if (p.maxAffected !== undefined && out.n > p.maxAffected) throw REST_ERRORS.maxAffected();
+        if (p.rollback === true) throw new RolledBack(out);
+        return out;
+      });
     }
     return outcome(p, await db.withContext(ctx, (c) => run(c, p)));
   } catch (err) {
+    if (err instanceof RolledBack) return err.out;
     throw pgErrorToAppError(err);
   }
 }

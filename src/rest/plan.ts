@@ -6,7 +6,7 @@
  */
 import { ERRORS, type AppError } from '../core/errors.ts';
 import type { Catalog, Column, Func, Relation, Relationship } from './catalog.ts';
-import type { EmbedItem, ParsedQuery } from './grammar.ts';
+import type { EmbedItem, ParsedQuery, SelectNode } from './grammar.ts';
 import type { Prefer } from './prefer.ts';
 import { REST_ERRORS } from './errors.ts';
 
@@ -30,6 +30,8 @@ export interface Plan {
   readonly maxAge: number | null;
   /** Accept: text/csv (GET): the header row; `body` is then the CSV records. */
   readonly csvHeader?: string;
+  /** A write without a body that still answers its row count (`n`), for `max-affected`. */
+  readonly counted?: boolean;
 }
 
 /** A plan plus the values of one request: ready to run on any connection. */
@@ -40,11 +42,30 @@ export interface Prepared {
   readonly offset: number;
   /** Paged by a `Range` header: a partial result with a known total answers 206. */
   readonly ranged?: boolean;
+  /** `Prefer: tx=rollback` where allowed: run, answer, roll back. */
+  readonly rollback?: boolean;
+  /** `Prefer: handling=strict, max-affected=N`: more rows than N refuses and rolls back. */
+  readonly maxAffected?: number;
+}
+
+/**
+ * Two items of one select level with one output name would give a JSON object with that key
+ * twice (parsers keep the last): refused, as PostgREST does. Aliases tell them apart.
+ */
+export function checkOutputNames(node: SelectNode): void {
+  if (node.items.length < 2) return;
+  const seen = new Set<string>();
+  for (const item of node.items) {
+    if (item.kind === 'star' || (item.kind === 'embed' && item.spread)) continue;
+    const name = item.kind === 'column' ? (item.alias ?? item.key ?? item.name) : (item.alias ?? item.relation);
+    if (seen.has(name)) throw REST_ERRORS.duplicateName(name);
+    seen.add(name);
+  }
 }
 
 export function column(rel: Relation, name: string): Column {
-  const col = rel.columns.get(name);
-  if (col === undefined) throw REST_ERRORS.unknownColumn(name, rel.name);
+  const col = rel.columns.get(name) ?? rel.computed.get(name);
+  if (col === undefined || col.name === '') throw REST_ERRORS.unknownColumn(name, rel.name);
   return col;
 }
 
@@ -125,6 +146,8 @@ export interface TableRequest {
   readonly csv?: boolean;
   /** GET: a `Range: from-to` header (`to` null: open). Intersected with limit/offset. */
   readonly range?: { readonly from: number; readonly to: number | null } | null;
+  /** End the transaction with a rollback (`Prefer: tx=rollback` where REST_TX_END allows, or REST_TX_END=rollback). */
+  readonly rollback?: boolean;
 }
 
 export function bodyError(): AppError {
@@ -140,7 +163,7 @@ export function bodyColumns(rel: Relation, rows: readonly Record<string, unknown
   const seen = new Set<string>();
   for (const row of rows) for (const k in row) seen.add(k);
   const cols = [...seen].sort();
-  for (const c of cols) column(rel, c);
+  for (const c of cols) if (!rel.columns.has(c)) throw REST_ERRORS.unknownColumn(c, rel.name);
   return cols;
 }
 

@@ -10,7 +10,18 @@ const C_SEMI = 59;
 export interface Prefer {
   readonly returnMinimal: boolean;
   readonly count: 'exact' | 'planned' | 'estimated' | null;
+  /** `tx=commit|rollback`: honoured only where REST_TX_END allows the override. */
+  readonly tx: 'commit' | 'rollback' | null;
+  /** `handling=strict`: with `max-affected`, more rows than that refuses and rolls back. */
+  readonly strict: boolean;
+  /** `max-affected=N` (N ≥ 0); null when absent or not a number. */
+  readonly maxAffected: number | null;
+  /** `missing=default`: a key missing from a row of a bulk insert takes the column default. */
+  readonly missingDefault: boolean;
 }
+
+/** No Prefer header: every preference at its default. */
+export const NO_PREFER: Prefer = Object.freeze({ returnMinimal: false, count: null, tx: null, strict: false, maxAffected: null, missingDefault: false });
 
 /** Space, tab, CR or LF, as the query grammar trims. */
 function isWs(c: number): boolean {
@@ -25,13 +36,18 @@ function sliceTrim(s: string, from: number, to: number): string {
 }
 
 /**
- * Parses the `Prefer` header(s): `return=minimal|representation`, `count=exact|planned|estimated`.
+ * Parses the `Prefer` header(s): `return=minimal|representation`, `count=exact|planned|estimated`,
+ * `tx=commit|rollback`, `handling=strict|lenient`, `max-affected=N`, `missing=default|null`.
  * Tokens are comma-separated, case-insensitive; unknown tokens are ignored. Later tokens win.
  */
 export function parsePrefer(header: string | readonly string[] | undefined | null): Prefer {
+  if (header == null) return NO_PREFER;
   let returnMinimal = false;
   let count: Prefer['count'] = null;
-  if (header == null) return { returnMinimal, count };
+  let tx: Prefer['tx'] = null;
+  let strict = false;
+  let maxAffected: number | null = null;
+  let missingDefault = false;
   const h = typeof header === 'string' ? header : header.join(',');
   const n = h.length;
   let start = 0;
@@ -49,14 +65,31 @@ export function parsePrefer(header: string | readonly string[] | undefined | nul
     if (eq >= 0) {
       const key = sliceTrim(h, start, eq).toLowerCase();
       const val = sliceTrim(h, eq + 1, semi < 0 ? end : semi).toLowerCase();
-      if (key === 'return') {
-        if (val === 'minimal') returnMinimal = true;
-        else if (val === 'representation') returnMinimal = false;
-      } else if (key === 'count') {
-        if (val === 'exact' || val === 'planned' || val === 'estimated') count = val;
+      switch (key) {
+        case 'return':
+          if (val === 'minimal') returnMinimal = true;
+          else if (val === 'representation') returnMinimal = false;
+          break;
+        case 'count':
+          if (val === 'exact' || val === 'planned' || val === 'estimated') count = val;
+          break;
+        case 'tx':
+          if (val === 'commit' || val === 'rollback') tx = val;
+          break;
+        case 'handling':
+          if (val === 'strict') strict = true;
+          else if (val === 'lenient') strict = false;
+          break;
+        case 'max-affected':
+          if (/^\d{1,15}$/.test(val)) maxAffected = Number(val);
+          break;
+        case 'missing':
+          if (val === 'default') missingDefault = true;
+          else if (val === 'null') missingDefault = false;
+          break;
       }
     }
     start = end + 1;
   }
-  return { returnMinimal, count };
+  return { returnMinimal, count, tx, strict, maxAffected, missingDefault };
 }

@@ -6,10 +6,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../core/area.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
-import { parsePrefer } from './prefer.ts';
+import { NO_PREFER, parsePrefer, type Prefer } from './prefer.ts';
 import { REST_ERRORS } from './errors.ts';
 import { prepareRpc, prepareTable } from './compile.ts';
-import type { Method } from './plan.ts';
+import type { Method, Prepared } from './plan.ts';
+import type { RestTxEnd } from '../core/config.ts';
 import { execute, type Outcome } from './execute.ts';
 import { REACHABLE_SQL, buildOpenApi, type Reachable } from './openapi.ts';
 import { runBatch, validateBatch } from './batch.ts';
@@ -31,14 +32,58 @@ function wantsCsv(accept: string | undefined): boolean {
   return accept !== undefined && accept.includes('text/csv');
 }
 
+/** The media types an answer can be given in (parameters such as `charset` aside). */
+const PRODUCIBLE = new Set(['*/*', 'application/*', 'application/json', SINGULAR_TYPE, 'application/vnd.pgrst.object', 'text/csv']);
+
+/**
+ * `Accept` negotiation: an `Accept` that names none of the types plinth produces (JSON, the
+ * single object, CSV) answers 406 rather than JSON the client did not ask for.
+ */
+function checkAccept(accept: string | undefined): void {
+  if (accept === undefined || accept === '') return;
+  for (const part of accept.split(',')) {
+    const semi = part.indexOf(';');
+    const type = (semi < 0 ? part : part.slice(0, semi)).trim().toLowerCase();
+    if (type === '' || PRODUCIBLE.has(type)) return;
+  }
+  throw REST_ERRORS.notAcceptable();
+}
+
+/** Whether the transaction ends in a rollback: REST_TX_END, overridden by `Prefer: tx=` where it allows. */
+function rollsBack(txEnd: RestTxEnd, prefer: Prefer): boolean {
+  switch (txEnd) {
+    case 'commit':
+      return false;
+    case 'rollback':
+      return true;
+    case 'commit-allow-override':
+      return prefer.tx === 'rollback';
+    case 'rollback-allow-override':
+      return prefer.tx !== 'commit';
+  }
+}
+
+/** `Preference-Applied` (PostgREST) for the preferences that changed what happened. */
+function preferenceApplied(reply: FastifyReply, txEnd: RestTxEnd, prefer: Prefer, extra: string | null): void {
+  const applied: string[] = [];
+  if (prefer.tx !== null && txEnd.endsWith('-allow-override')) applied.push('tx=' + prefer.tx);
+  if (extra !== null) applied.push(extra);
+  if (applied.length > 0) reply.header('preference-applied', applied.join(', '));
+}
+
 /**
  * `Accept-Profile` / `Content-Profile` (postgrest-js `.schema()`): only `public` is exposed,
  * so naming another schema is 406 rather than an answer from `public`.
  */
 function checkProfile(req: FastifyRequest): void {
+  if (!publicProfile(req)) throw REST_ERRORS.schemaNotExposed();
+}
+
+function publicProfile(req: FastifyRequest): boolean {
   for (const h of [req.headers['accept-profile'], req.headers['content-profile']]) {
-    if (h !== undefined && (Array.isArray(h) || h.trim() !== 'public')) throw REST_ERRORS.schemaNotExposed();
+    if (h !== undefined && (Array.isArray(h) || h.trim() !== 'public')) return false;
   }
+  return true;
 }
 
 /** `Range: from-to` / `from-` (items; PostgREST, 0-based, inclusive); malformed: 400. */
@@ -86,25 +131,32 @@ function cacheHeaders(reply: FastifyReply, req: FastifyRequest, maxAge: number |
 
 export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalog>): void {
   const { db, credentials, config } = deps;
+  const txEnd = config.restTxEnd;
 
   const table = (method: Method) => async (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => {
     const cred = await credentials.api(req);
     checkProfile(req);
+    const accept = req.headers.accept;
+    checkAccept(accept);
     const cat = await cache.get();
-    const singular = wantsSingular(req.headers.accept);
-    const csv = method === 'GET' && wantsCsv(req.headers.accept);
+    const singular = wantsSingular(accept);
+    const csv = method === 'GET' && wantsCsv(accept);
+    const prefer = parsePrefer(req.headers.prefer);
     const p = prepareTable(cat, {
       method,
       table: req.params.table,
       query: rawQuery(req.url),
       body: req.body,
       bodyText: req.bodyText,
-      prefer: parsePrefer(req.headers.prefer),
+      prefer,
       singular,
       csv,
       range: method === 'GET' ? parseRange(req) : null,
+      rollback: method !== 'GET' && rollsBack(txEnd, prefer),
     });
-    return send(reply, await execute(db, cred, p), p.plan.singular, p.plan.csvHeader !== undefined);
+    const out = await execute(db, cred, p);
+    if (prefer !== NO_PREFER) preferenceApplied(reply, txEnd, prefer, method === 'POST' && prefer.missingDefault ? 'missing=default' : null);
+    return send(reply, out, p.plan.singular, p.plan.csvHeader !== undefined);
   };
   app.get('/rest/v1/:table', table('GET'));
   app.post('/rest/v1/:table', table('POST'));
@@ -113,9 +165,12 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
 
   const rpc = (method: 'GET' | 'POST') => async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
     const cred = await credentials.api(req);
-    checkProfile(req);
+    // A function outside `public` is not found (docs/api/rest.md, RPC), whatever the profile names.
+    if (!publicProfile(req)) throw REST_ERRORS.functionNotFound();
+    checkAccept(req.headers.accept);
     const cat = await cache.get();
-    let p;
+    const prefer = parsePrefer(req.headers.prefer);
+    let p: Prepared;
     if (method === 'POST') {
       p = prepareRpc(cat, { method, name: req.params.name, body: req.body, bodyText: req.bodyText });
     } else {
@@ -131,7 +186,11 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
         p = prepareRpc(cat, { method, name: req.params.name, query: sp.toString() });
       }
     }
+    const rollback = rollsBack(txEnd, prefer);
+    const maxAffected = prefer.strict && prefer.maxAffected !== null ? prefer.maxAffected : undefined;
+    if (rollback || maxAffected !== undefined) p = { ...p, rollback, maxAffected };
     const out = await execute(db, cred, p);
+    if (prefer !== NO_PREFER) preferenceApplied(reply, txEnd, prefer, null);
     cacheHeaders(reply, req, p.plan.maxAge);
     return send(reply, out, false);
   };

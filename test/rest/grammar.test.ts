@@ -13,7 +13,7 @@ import {
   parseQuery,
   parseSelect,
 } from '../../src/rest/grammar.ts';
-import { parsePrefer } from '../../src/rest/prefer.ts';
+import { NO_PREFER, parsePrefer } from '../../src/rest/prefer.ts';
 import { shapeOf } from '../../src/rest/shape.ts';
 import type { FilterNode, LogicNode, SelectNode, Value } from '../../src/rest/grammar.ts';
 
@@ -560,20 +560,29 @@ t.test('limit / offset', async (t) => {
 });
 
 t.test('Prefer', async (t) => {
-  t.same(parsePrefer(undefined), { returnMinimal: false, count: null });
-  t.same(parsePrefer(''), { returnMinimal: false, count: null });
-  t.same(parsePrefer('return=minimal'), { returnMinimal: true, count: null });
-  t.same(parsePrefer('return=representation'), { returnMinimal: false, count: null });
-  t.same(parsePrefer('count=exact'), { returnMinimal: false, count: 'exact' });
-  t.same(parsePrefer('count=planned'), { returnMinimal: false, count: 'planned' });
-  t.same(parsePrefer('count=estimated'), { returnMinimal: false, count: 'estimated' });
-  t.same(parsePrefer('return=minimal, count=exact'), { returnMinimal: true, count: 'exact' });
-  t.same(parsePrefer(' Return = Minimal ,COUNT=Exact'), { returnMinimal: true, count: 'exact' });
-  t.same(parsePrefer('resolution=merge-duplicates,return=minimal'), { returnMinimal: true, count: null });
-  t.same(parsePrefer('count=bogus, tx=rollback, handling=strict, return'), { returnMinimal: false, count: null });
-  t.same(parsePrefer('return=minimal; x=y'), { returnMinimal: true, count: null }, 'parameters ignored');
-  t.same(parsePrefer(['return=minimal', 'count=planned']), { returnMinimal: true, count: 'planned' });
-  t.same(parsePrefer(',,,'), { returnMinimal: false, count: null });
+  t.equal(parsePrefer(undefined), NO_PREFER, 'no header: the shared default');
+  t.same(parsePrefer(undefined), { ...NO_PREFER, returnMinimal: false, count: null });
+  t.same(parsePrefer(''), { ...NO_PREFER, returnMinimal: false, count: null });
+  t.same(parsePrefer('return=minimal'), { ...NO_PREFER, returnMinimal: true, count: null });
+  t.same(parsePrefer('return=representation'), { ...NO_PREFER, returnMinimal: false, count: null });
+  t.same(parsePrefer('count=exact'), { ...NO_PREFER, returnMinimal: false, count: 'exact' });
+  t.same(parsePrefer('count=planned'), { ...NO_PREFER, returnMinimal: false, count: 'planned' });
+  t.same(parsePrefer('count=estimated'), { ...NO_PREFER, returnMinimal: false, count: 'estimated' });
+  t.same(parsePrefer('return=minimal, count=exact'), { ...NO_PREFER, returnMinimal: true, count: 'exact' });
+  t.same(parsePrefer(' Return = Minimal ,COUNT=Exact'), { ...NO_PREFER, returnMinimal: true, count: 'exact' });
+  t.same(parsePrefer('resolution=merge-duplicates,return=minimal'), { ...NO_PREFER, returnMinimal: true, count: null });
+  t.same(parsePrefer('count=bogus, tx=maybe, handling=loose, max-affected=-1, missing=x, return'), NO_PREFER, 'unknown values ignored');
+  t.same(parsePrefer('tx=rollback, handling=strict, max-affected=5, missing=default'), {
+    ...NO_PREFER,
+    tx: 'rollback',
+    strict: true,
+    maxAffected: 5,
+    missingDefault: true,
+  });
+  t.same(parsePrefer('handling=strict, handling=lenient, missing=default, missing=null, tx=rollback, tx=commit'), { ...NO_PREFER, tx: 'commit' }, 'later tokens win');
+  t.same(parsePrefer('return=minimal; x=y'), { ...NO_PREFER, returnMinimal: true, count: null }, 'parameters ignored');
+  t.same(parsePrefer(['return=minimal', 'count=planned']), { ...NO_PREFER, returnMinimal: true, count: 'planned' });
+  t.same(parsePrefer(',,,'), { ...NO_PREFER, returnMinimal: false, count: null });
 });
 
 t.test('parseQuery', async (t) => {

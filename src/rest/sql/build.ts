@@ -11,7 +11,7 @@ import { ident, literal, type Catalog, type Column, type Func, type Relation } f
 import { ERRORS } from '../../core/errors.ts';
 import type { Prefer } from '../prefer.ts';
 import { REST_ERRORS } from '../errors.ts';
-import { column, resolveEmbed, type Method, type Plan } from '../plan.ts';
+import { checkOutputNames, column, resolveEmbed, type Method, type Plan } from '../plan.ts';
 import { CSV_BODY, SQL_BINARY_OPS, SQL_FTS_FUNCS, castParam, csvField, jsonPath, outer } from './fragments.ts';
 
 /** Above this planner estimate, `count=estimated` keeps the estimate instead of counting. */
@@ -23,10 +23,15 @@ interface State {
   n: number;
 }
 
+/** A column of the row `alias`, or a computed field: its function applied to the row. */
+function columnSql(alias: string, col: Column): string {
+  return col.computed === undefined ? alias + '.' + ident(col.name) : `${col.computed}(${alias})`;
+}
+
 /** A column, or a JSON path into one, as an operand: SQL, and the type values are cast to. */
 function operand(rel: Relation, name: string, path: readonly JsonStep[] | undefined, alias: string): { sql: string; col: Column } {
   const col = column(rel, name);
-  const c = alias + '.' + ident(col.name);
+  const c = columnSql(alias, col);
   if (path === undefined) return { sql: c, col };
   if (col.base !== 'json' && col.base !== 'jsonb') throw ERRORS.invalidRequest();
   // `->>` yields text; `->` json(b), compared as jsonb (json has no equality).
@@ -66,6 +71,7 @@ function newFrame(): Frame {
  * receives the output column names (the CSV header).
  */
 function selectList(st: State, rel: Relation, node: SelectNode, alias: string, frame: Frame, names?: string[]): string {
+  checkOutputNames(node);
   let out = '';
   for (const item of node.items) {
     if (out !== '') out += ', ';
@@ -83,8 +89,10 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, f
     const col = column(rel, item.name);
     const out = item.alias ?? item.key ?? col.name;
     if (names) names.push(out);
-    if (item.alias === undefined && item.path === undefined && item.cast === undefined) return alias + '.' + ident(col.name);
-    let expr = alias + '.' + ident(col.name);
+    if (item.alias === undefined && item.path === undefined && item.cast === undefined) {
+      return col.computed === undefined ? alias + '.' + ident(col.name) : `${columnSql(alias, col)} as ${ident(out)}`;
+    }
+    let expr = columnSql(alias, col);
     if (item.path !== undefined) {
       if (col.base !== 'json' && col.base !== 'jsonb') throw ERRORS.invalidRequest();
       expr = jsonPath(expr, item.path);
@@ -215,9 +223,20 @@ function countSql(rel: Relation, q: ParsedQuery, where: string, count: NonNullab
 
 interface TableOptions {
   minimal: boolean;
+  /** POST: a key missing from a row takes the column default (`Prefer: missing=default`). */
+  missingDefault?: boolean;
+  /** Minimal, but the row count is wanted (`max-affected`). */
+  counted?: boolean;
   count: Prefer['count'];
   singular: boolean;
   csv?: boolean;
+}
+
+/** A column of a `missing=default` insert: the row's value when its object has the key, else the default (or NULL). */
+function withDefault(rel: Relation, name: string): string {
+  const col = rel.columns.get(name)!;
+  const value = `(_e.r).${ident(name)}`;
+  return col.default == null ? value : `case when _e.j ? ${literal(name)} then ${value} else ${col.default} end`;
 }
 
 export function compileTable(cat: Catalog, rel: Relation, method: Method, q: ParsedQuery, columns: readonly string[], o: TableOptions): Plan {
@@ -249,7 +268,9 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
     const b = ++p;
     // `{}` inserts a row of defaults: no column list at all (an empty one is a syntax error).
     const target = cols === '' ? rel.qname : `${rel.qname} (${cols})`;
-    write = `insert into ${target} select ${cols} from json_populate_recordset(null::${rel.qname}, $${b}::text::json)`;
+    write = o.missingDefault
+      ? `insert into ${target} select ${columns.map((c) => withDefault(rel, c)).join(', ')} from (select _e::jsonb as j, json_populate_record(null::${rel.qname}, _e) as r from json_array_elements($${b}::text::json) _e) _e`
+      : `insert into ${target} select ${cols} from json_populate_recordset(null::${rel.qname}, $${b}::text::json)`;
   } else if (method === 'PATCH') {
     const b = ++p;
     write = `update ${rel.qname} _t0 set (${cols}) = (select ${cols} from json_populate_record(null::${rel.qname}, $${b}::text::json))${whereClause}`;
@@ -259,8 +280,10 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
   const status = method === 'POST' ? 201 : 200;
   if (o.minimal) {
     // No RETURNING: a write the caller may not read back is still allowed (RLS SELECT policies
-    // apply to RETURNING), as in PostgREST. PATCH and DELETE answer 204, POST 201.
-    return { ...base, text: write, status: method === 'POST' ? 201 : 204, returnsBody: false, contentRange: false, write: true };
+    // apply to RETURNING), as in PostgREST. PATCH and DELETE answer 204, POST 201. Counted: the
+    // rows are counted, none is read (`returning 1` names no column).
+    const text = o.counted ? `with _w as (${write} returning 1) select null::text as body, count(*)::int4 as n from _w` : write;
+    return { ...base, text, status: method === 'POST' ? 201 : 204, returnsBody: false, contentRange: false, write: true, counted: o.counted === true };
   }
   const frame = newFrame();
   const list = selectList(st, rel, q.select, '_t0', frame);
