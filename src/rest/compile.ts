@@ -18,11 +18,11 @@
 
 import { parseQuery, type ParsedQuery, type Value } from './grammar.ts';
 import { shapeOf } from './shape.ts';
-import type { Catalog, Func } from './catalog.ts';
+import type { Catalog, Func, Relation } from './catalog.ts';
 import { ERRORS } from '../core/errors.ts';
 import { checkArgs, checkFilters, checkRows, checkSelect } from './limits.ts';
 import { grammarToAppError, REST_ERRORS } from './errors.ts';
-import { bodyColumns, bodyError, isPlainObject, resolveFunction, rpcPlan, withRange, type Param, type Plan, type Prepared, type RpcRequest, type TableRequest } from './plan.ts';
+import { argumentNames, bodyColumns, bodyError, hasResultColumns, isPlainObject, resolveFunction, resultRelation, rpcPlan, withRange, type Param, type Plan, type Prepared, type RpcRequest, type TableRequest } from './plan.ts';
 import { compileTable, rpcCall, rpcSelect } from './sql/build.ts';
 import { arrayLiteral, castParam } from './sql/fragments.ts';
 import { ident } from './catalog.ts';
@@ -123,48 +123,111 @@ export function prepareRpc(cat: Catalog, req: RpcRequest): Prepared & { fn: Func
     const names = Object.keys(b).sort();
     const { fn, wholeBody } = resolveFunction(cat, req.name, names, true);
     if (!wholeBody) checkArgs(fn, Object.entries(b), true);
+    const bodyParam = wholeBody || names.length > 0 ? req.bodyText ?? JSON.stringify(b) : null;
+    const rel = resultRelation(cat, fn);
+    if (rel !== null && ((req.query !== undefined && req.query !== '') || req.count != null)) {
+      return prepareRpcQuery(cat, fn, rel, req, { post: true, wholeBody, names, args: bodyParam === null ? [] : [bodyParam] });
+    }
     const key = 'RPC\u0000' + fn.oid + '\u0000' + (wholeBody ? '\u0002' : names.join('\u0001'));
     let plan = cat.cached<Plan>(key);
     if (plan === undefined) {
-      let text: string;
-      if (wholeBody) text = rpcSelect(fn, rpcCall(fn, [`$1::text::${fn.inputs[0].cast}`]), '');
-      else if (names.length === 0) text = rpcSelect(fn, rpcCall(fn, []), '');
-      else {
-        const args = names.map((n) => fn.inputs.find((a) => a.name === n)!);
-        const defs = args.map((a) => `${ident(a.name)} ${a.cast}`).join(', ');
-        const call = rpcCall(
-          fn,
-          args.map((a) => `${a.mode === 'v' ? 'variadic ' : ''}${ident(a.name)} => _a.${ident(a.name)}`),
-        );
-        text = rpcSelect(fn, call, `json_to_record($1::text::json) as _a(${defs})`);
-      }
-      plan = cat.remember(key, rpcPlan(fn, text));
+      const c = postCall(fn, wholeBody, names, 1);
+      plan = cat.remember(key, rpcPlan(fn, rpcSelect(fn, c.call, c.from)));
     }
-    const params: Param[] = wholeBody || names.length > 0 ? [req.bodyText ?? JSON.stringify(b)] : [];
-    return { plan, params, offset: 0, fn };
+    return { plan, params: bodyParam === null ? [] : [bodyParam], offset: 0, fn };
   }
 
-  // GET: query-string arguments, cast to the declared types.
+  // GET: query-string arguments, cast to the declared types. For a function whose result has
+  // columns, a parameter no function of that name takes shapes the result instead.
   const sp = new URLSearchParams(req.query ?? '');
   const values = new Map<string, string>();
+  const shaping = hasResultColumns(cat, req.name);
+  const argNames = shaping ? argumentNames(cat, req.name) : null;
+  const rest = new URLSearchParams();
   for (const [k, v] of sp) {
+    if (argNames !== null && !argNames.has(k)) {
+      rest.append(k, v);
+      continue;
+    }
     if (values.has(k)) throw ERRORS.invalidRequest();
     values.set(k, v);
   }
   const names = [...values.keys()].sort();
   const { fn } = resolveFunction(cat, req.name, names, false);
   checkArgs(fn, values, false);
+  const rel = shaping ? resultRelation(cat, fn) : null;
+  if (rel !== null && (rest.size > 0 || req.count != null)) {
+    return prepareRpcQuery(cat, fn, rel, { ...req, query: rest.toString() }, { post: false, wholeBody: false, names, args: names.map((n) => values.get(n)!) });
+  }
+  if (rest.size > 0) throw ERRORS.invalidRequest();
   const key = 'RPCGET\u0000' + fn.oid + '\u0000' + names.join('\u0001');
   let plan = cat.cached<Plan>(key);
-  if (plan === undefined) {
-    const call = rpcCall(
-      fn,
-      names.map((n, i) => {
-        const a = fn.inputs.find((x) => x.name === n)!;
-        return `${a.mode === 'v' ? 'variadic ' : ''}${ident(a.name)} => ${castParam(i + 1, a.cast)}`;
-      }),
-    );
-    plan = cat.remember(key, rpcPlan(fn, rpcSelect(fn, call, '')));
-  }
+  if (plan === undefined) plan = cat.remember(key, rpcPlan(fn, rpcSelect(fn, getCall(fn, names, 1), '')));
   return { plan, params: names.map((n) => values.get(n)!), offset: 0, fn };
+}
+
+/** A POST call whose arguments come from the JSON body bound as `$first`: the call, and the FROM item it reads them from. */
+function postCall(fn: Func, wholeBody: boolean, names: readonly string[], first: number): { call: string; from: string } {
+  if (wholeBody) return { call: rpcCall(fn, [`$${first}::text::${fn.inputs[0].cast}`]), from: '' };
+  if (names.length === 0) return { call: rpcCall(fn, []), from: '' };
+  const args = names.map((n) => fn.inputs.find((a) => a.name === n)!);
+  const defs = args.map((a) => `${ident(a.name)} ${a.cast}`).join(', ');
+  const call = rpcCall(
+    fn,
+    args.map((a) => `${a.mode === 'v' ? 'variadic ' : ''}${ident(a.name)} => _a.${ident(a.name)}`),
+  );
+  return { call, from: `json_to_record($${first}::text::json) as _a(${defs})` };
+}
+
+/** A GET call whose arguments are bound as text from `$first` on, in `names` order. */
+function getCall(fn: Func, names: readonly string[], first: number): string {
+  return rpcCall(
+    fn,
+    names.map((n, i) => {
+      const a = fn.inputs.find((x) => x.name === n)!;
+      return `${a.mode === 'v' ? 'variadic ' : ''}${ident(a.name)} => ${castParam(first + i, a.cast)}`;
+    }),
+  );
+}
+
+/**
+ * A set-returning function's result shaped by the query string as a table read is: the call
+ * is the row source `_t0`; the query's values come first, then limit and offset, then the
+ * arguments. A count (any kind) is exact: the planner cannot estimate a function's rows.
+ */
+function prepareRpcQuery(
+  cat: Catalog,
+  fn: Func,
+  rel: Relation,
+  req: RpcRequest,
+  a: { post: boolean; wholeBody: boolean; names: readonly string[]; args: readonly string[] },
+): Prepared & { fn: Func } {
+  let q: ParsedQuery;
+  try {
+    q = parseQuery(req.query ?? '');
+  } catch (err) {
+    throw grammarToAppError(err);
+  }
+  checkFilters(rel, q);
+  const count = req.count == null ? null : 'exact';
+  const key =
+    'RPCQ\u0000' + (a.post ? 'P' : 'G') + fn.oid + '\u0000' + (a.wholeBody ? '\u0002' : a.names.join('\u0001')) + '\u0000' + shapeOf(q) + '\u0000' + (count ?? '');
+  let plan = cat.cached<Plan>(key);
+  if (plan === undefined) {
+    checkSelect(cat, rel, q.select);
+    const first = q.values.length + (q.limit === null ? 0 : 1) + (q.offset === null ? 0 : 1) + 1;
+    let source: string;
+    if (a.post) {
+      const c = postCall(fn, a.wholeBody, a.names, first);
+      source = (c.from === '' ? '' : c.from + ', ') + c.call + ' _t0';
+    } else source = getCall(fn, a.names, first) + ' _t0';
+    const table = compileTable(cat, rel, 'GET', q, [], { minimal: false, count, singular: false, source });
+    plan = cat.remember(key, { ...rpcPlan(fn, table.text), contentRange: true, count });
+  }
+  const params: Param[] = [];
+  bindValues(q.values, params);
+  if (q.limit !== null) params.push(String(q.limit));
+  if (q.offset !== null) params.push(String(q.offset));
+  for (const v of a.args) params.push(v);
+  return { plan, params, offset: q.offset ?? 0, fn };
 }

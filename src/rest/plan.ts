@@ -186,8 +186,74 @@ export interface RpcRequest {
   /** POST: the parsed JSON body (an object, or undefined for none). */
   readonly body?: unknown;
   readonly bodyText?: string;
-  /** GET: the raw query string; every parameter is an argument. */
+  /**
+   * The raw query string. GET: a parameter the function takes is an argument; for a function
+   * whose result has columns, the others shape the result (filters, select, order, paging)
+   * as on a table. POST: all of it shapes the result.
+   */
   readonly query?: string;
+  /** `Prefer: count=…`: the result is counted (always exactly) and answers Content-Range. */
+  readonly count?: Prefer['count'];
+}
+
+/**
+ * The columns of a set-returning function's result, as a relation the query string can
+ * filter, select and order: the table when it returns `setof` a table of `public` (embeds
+ * then work as on the table), else its `returns table (…)` or OUT columns. null: a function
+ * whose result has no columns to address (a scalar, void, a single row).
+ */
+export function resultRelation(cat: Catalog, fn: Func): Relation | null {
+  if (!fn.returnsSet || fn.returnKind !== 'composite') return null;
+  const known = results.get(fn);
+  if (known !== undefined) return known;
+  let rel: Relation | null = null;
+  const t = fn.returnType;
+  if (t.cast.startsWith('public.')) rel = cat.relations.get(t.base) ?? null;
+  if (rel === null && fn.outputs.length > 0) {
+    const columnList: Column[] = fn.outputs.map((a) => ({
+      name: a.name,
+      type: a.type,
+      cast: a.cast,
+      base: a.base,
+      category: a.category,
+      elem: a.elem,
+      nullable: true,
+      hasDefault: false,
+      generated: true,
+      description: null,
+    }));
+    rel = {
+      name: fn.name,
+      kind: 'f',
+      insertable: false,
+      updatable: false,
+      deletable: false,
+      pk: [],
+      uniques: [],
+      columns: new Map(columnList.map((c) => [c.name, c])),
+      columnList,
+      description: null,
+      qname: fn.qname,
+      outgoing: [],
+      incoming: [],
+      computed: new Map(),
+    };
+  }
+  results.set(fn, rel);
+  return rel;
+}
+const results = new WeakMap<Func, Relation | null>();
+
+/** The names any function of that name takes: on GET, these parameters are arguments. */
+export function argumentNames(cat: Catalog, name: string): ReadonlySet<string> {
+  const set = new Set<string>();
+  for (const fn of cat.functions.get(name) ?? []) for (const a of fn.inputs) if (a.name !== '') set.add(a.name);
+  return set;
+}
+
+/** Whether some function of that name has a result the query string can shape. */
+export function hasResultColumns(cat: Catalog, name: string): boolean {
+  return (cat.functions.get(name) ?? []).some((fn) => resultRelation(cat, fn) !== null);
 }
 
 /**

@@ -172,18 +172,18 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     const prefer = parsePrefer(req.headers.prefer);
     let p: Prepared;
     if (method === 'POST') {
-      p = prepareRpc(cat, { method, name: req.params.name, body: req.body, bodyText: req.bodyText });
+      p = prepareRpc(cat, { method, name: req.params.name, body: req.body, bodyText: req.bodyText, query: rawQuery(req.url), count: prefer.count });
     } else {
       const query = rawQuery(req.url);
       try {
-        p = prepareRpc(cat, { method, name: req.params.name, query });
+        p = prepareRpc(cat, { method, name: req.params.name, query, count: prefer.count });
       } catch (err) {
         // `token` in the query string marks a credential for caching (§4.4 rule 5); it is an
         // argument only for a function that takes one.
         const sp = new URLSearchParams(query);
         if (!(err instanceof AppError) || err.status !== 400 || !sp.has('token')) throw err;
         sp.delete('token');
-        p = prepareRpc(cat, { method, name: req.params.name, query: sp.toString() });
+        p = prepareRpc(cat, { method, name: req.params.name, query: sp.toString(), count: prefer.count });
       }
     }
     const rollback = rollsBack(txEnd, prefer);

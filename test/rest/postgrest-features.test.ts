@@ -16,7 +16,10 @@ const app = await restApp(t, {
        as $$ select $1.title || ' (' || coalesce($1.pages::text, '?') || ')' $$;
      create function public.is_long(b public.books, threshold int default 300) returns boolean language sql stable
        as $$ select b.pages > threshold $$;
-     grant execute on function public.full_title(public.books), public.is_long(public.books, int) to anon, authenticated, anonymous;`,
+     create function public.books_of(author bigint) returns table (title text, pages int) language sql stable
+       as 'select title, pages from public.books where author_id = author order by id';
+     grant execute on function public.full_title(public.books), public.is_long(public.books, int), public.books_of(bigint)
+       to anon, authenticated, anonymous;`,
 });
 const key = app.anonKey;
 const call = (method: string, path: string, opts: { body?: unknown; headers?: Record<string, string> } = {}) =>
@@ -155,4 +158,30 @@ t.test('RPC with a profile other than public: 404 function not found; tables kee
   const tbl = await call('GET', '/rest/v1/books', { headers: { 'accept-profile': 'personal' } });
   t.equal(tbl.status, 406);
   t.same(tbl.body, { error: 'only the public schema is exposed' });
+});
+
+t.test('the query string shapes a set-returning function\'s result as a table read', async (t) => {
+  const post = await call('POST', '/rest/v1/rpc/authors_born_after?id=neq.2&select=name', { body: { d: '1900-01-01' } });
+  t.equal(post.status, 200);
+  t.same(post.body, [{ name: 'Ursula Le Guin' }], 'POST: filter and select');
+  const none = await call('POST', '/rest/v1/rpc/authors_born_after?name=eq.nobody', { body: { d: '1900-01-01' } });
+  t.same(none.body, [], 'a filter that matches nothing: []');
+  const get = await call('GET', '/rest/v1/rpc/authors_born_after?d=1900-01-01&select=who:name,books(title)&id=eq.2');
+  t.same(get.body, [{ who: 'Italo Calvino', books: [{ title: 'Invisible Cities' }] }], 'GET: the function\'s parameter stays a parameter; alias and embed');
+  const counted = await call('POST', '/rest/v1/rpc/authors_born_after?select=id&order=id.desc&limit=1', {
+    body: { d: '1900-01-01' },
+    headers: { prefer: 'count=exact' },
+  });
+  t.same(counted.body, [{ id: 2 }], 'order and limit');
+  t.equal(counted.headers.get('content-range'), '0-0/2', 'count=exact: Content-Range');
+  const table = await call('GET', '/rest/v1/rpc/books_of?author=2&select=t:title,pages::text&pages=lt.200');
+  t.same(table.body, [{ t: 'Invisible Cities', pages: '165' }], 'returns table (…): its columns');
+  const empty = await call('GET', '/rest/v1/rpc/books_of?author=2&pages=gt.200');
+  t.same(empty.body, []);
+  const unknown = await call('GET', '/rest/v1/rpc/books_of?author=2&nope=eq.1');
+  t.equal(unknown.status, 400);
+  t.same(unknown.body, { error: 'unknown column in request' });
+  const plain = await call('POST', '/rest/v1/rpc/authors_born_after', { body: { d: '1925-01-01' } });
+  t.same(plain.body.map((a: { id: number }) => a.id), [1], 'no query string: as before');
+  t.equal(plain.headers.get('content-range'), null);
 });

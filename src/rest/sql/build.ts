@@ -210,8 +210,8 @@ function orderSql(rel: Relation, q: ParsedQuery, alias: string): string {
 }
 
 /** `total` column for Prefer: count=…, over the same relation and filters, without paging. */
-function countSql(rel: Relation, q: ParsedQuery, where: string, count: NonNullable<Prefer['count']>): string {
-  const exact = `(select count(*) from ${rel.qname} _t0${where === '' ? '' : ' where ' + where})`;
+function countSql(rel: Relation, q: ParsedQuery, where: string, count: NonNullable<Prefer['count']>, source: string): string {
+  const exact = `(select count(*) from ${source}${where === '' ? '' : ' where ' + where})`;
   if (count === 'exact') return exact;
   const text = `select 1 from ${rel.qname} _t0${where === '' ? '' : ' where ' + where}`;
   const args: string[] = [];
@@ -223,6 +223,8 @@ function countSql(rel: Relation, q: ParsedQuery, where: string, count: NonNullab
 
 interface TableOptions {
   minimal: boolean;
+  /** GET: the row source aliased `_t0` instead of the relation (a function call, for RPC). */
+  source?: string;
   /** POST: a key missing from a row takes the column default (`Prefer: missing=default`). */
   missingDefault?: boolean;
   /** Minimal, but the row count is wanted (`max-affected`). */
@@ -256,8 +258,9 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
     if (q.limit !== null) paging += ` limit $${++p}::text::int8`;
     if (q.offset !== null) paging += ` offset $${++p}::text::int8`;
     let text = o.csv ? `select ${CSV_BODY} as body, count(*)::int4 as n` : `${outer(o.singular)}`;
-    if (o.count !== null) text += `, ${countSql(rel, q, all, o.count)}::int8 as total`;
-    text += ` from (select ${list} from ${rel.qname} _t0${frame.joins}${all === '' ? '' : ' where ' + all}${orderSql(rel, q, '_t0')}${paging}) _r`;
+    const source = o.source ?? rel.qname + ' _t0';
+    if (o.count !== null) text += `, ${countSql(rel, q, all, o.count, source)}::int8 as total`;
+    text += ` from (select ${list} from ${source}${frame.joins}${all === '' ? '' : ' where ' + all}${orderSql(rel, q, '_t0')}${paging}) _r`;
     const plan: Plan = { ...base, text, status: 200, returnsBody: true, contentRange: true, write: false };
     return names ? { ...plan, csvHeader: names.map(csvField).join(',') } : plan;
   }
