@@ -64,6 +64,8 @@ export interface Config {
   restTxEnd: RestTxEnd;
   /** REST_COMPUTED_FIELDS: functions of a table's row type are selectable, filterable columns. */
   restComputedFields: boolean;
+  /** REST_PLAN_ENABLED: `Accept: application/vnd.pgrst.plan…` answers the statement's execution plan. */
+  restPlanEnabled: boolean;
   storageBackend: 'database' | 'disk' | 's3';
   storageDir: string;
   /** The s3 back end (STORAGE_BACKEND=s3): any S3-compatible store. */
@@ -442,6 +444,7 @@ export function parseConfig(env: Env = process.env): Config {
     maxBatchOperations: int(env, 'MAX_BATCH_OPERATIONS', 20, 1),
     restTxEnd: restTxEnd(env),
     restComputedFields: bool(env, 'REST_COMPUTED_FIELDS', false),
+    restPlanEnabled: bool(env, 'REST_PLAN_ENABLED', false),
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),
     s3: s3Config(env, storageBackend),

@@ -94,3 +94,22 @@ export async function execute(db: Db, ctx: RequestContext, p: Prepared): Promise
     throw pgErrorToAppError(err);
   }
 }
+
+/**
+ * The execution plan of a prepared operation (`Accept: application/vnd.pgrst.plan…`, under
+ * REST_PLAN_ENABLED): EXPLAIN of the very statement with the request's values, as the caller.
+ * Nothing runs (no ANALYZE), so a write plans without writing. JSON: the plan document; text:
+ * its lines.
+ */
+export async function explain(db: Db, ctx: RequestContext, p: Prepared, format: 'json' | 'text'): Promise<string> {
+  const text = (format === 'json' ? 'explain (format json) ' : 'explain ') + p.plan.text;
+  let rows: readonly postgres.Row[];
+  try {
+    rows = await db.withContext(ctx, (c) => c.unsafe(text, p.params, PREPARED));
+  } catch (err) {
+    throw pgErrorToAppError(err);
+  }
+  if (format === 'text') return rows.map((r) => String(r['QUERY PLAN'])).join('\n');
+  const doc: unknown = rows[0]['QUERY PLAN'];
+  return typeof doc === 'string' ? doc : JSON.stringify(doc);
+}

@@ -11,7 +11,7 @@ import { REST_ERRORS } from './errors.ts';
 import { prepareRpc, prepareTable } from './compile.ts';
 import type { Method, Prepared } from './plan.ts';
 import type { RestTxEnd } from '../core/config.ts';
-import { execute, type Outcome } from './execute.ts';
+import { execute, explain, type Outcome } from './execute.ts';
 import { REACHABLE_SQL, buildOpenApi, type Reachable } from './openapi.ts';
 import { runBatch, validateBatch } from './batch.ts';
 import type { Reloading } from '../core/reloading.ts';
@@ -39,14 +39,41 @@ const PRODUCIBLE = new Set(['*/*', 'application/*', 'application/json', SINGULAR
  * `Accept` negotiation: an `Accept` that names none of the types plinth produces (JSON, the
  * single object, CSV) answers 406 rather than JSON the client did not ask for.
  */
-function checkAccept(accept: string | undefined): void {
+function checkAccept(accept: string | undefined, plans: boolean): void {
   if (accept === undefined || accept === '') return;
   for (const part of accept.split(',')) {
-    const semi = part.indexOf(';');
-    const type = (semi < 0 ? part : part.slice(0, semi)).trim().toLowerCase();
-    if (type === '' || PRODUCIBLE.has(type)) return;
+    const type = mediaType(part);
+    if (type === '' || PRODUCIBLE.has(type) || (plans && PLAN_TYPES.has(type))) return;
   }
   throw REST_ERRORS.notAcceptable();
+}
+
+/** One entry of an Accept header without its parameters, lower-cased. */
+function mediaType(part: string): string {
+  const semi = part.indexOf(';');
+  return (semi < 0 ? part : part.slice(0, semi)).trim().toLowerCase();
+}
+
+/** The execution-plan media types (PostgREST): JSON, or text (also the bare type). */
+const PLAN_TYPES = new Map<string, 'json' | 'text'>([
+  ['application/vnd.pgrst.plan+json', 'json'],
+  ['application/vnd.pgrst.plan+text', 'text'],
+  ['application/vnd.pgrst.plan', 'text'],
+]);
+
+/** The plan format the first plan type in Accept asks for; null when none does. */
+function wantsPlan(accept: string | undefined): 'json' | 'text' | null {
+  if (accept === undefined || !accept.includes('application/vnd.pgrst.plan')) return null;
+  for (const part of accept.split(',')) {
+    const f = PLAN_TYPES.get(mediaType(part));
+    if (f !== undefined) return f;
+  }
+  return null;
+}
+
+/** Answers a plan: `application/vnd.pgrst.plan+<format>; for="application/json"` as PostgREST. */
+function sendPlan(reply: FastifyReply, format: 'json' | 'text', body: string): FastifyReply {
+  return reply.code(200).type(`application/vnd.pgrst.plan+${format}; for="application/json"; charset=utf-8`).send(body);
 }
 
 /** Whether the transaction ends in a rollback: REST_TX_END, overridden by `Prefer: tx=` where it allows. */
@@ -132,12 +159,13 @@ function cacheHeaders(reply: FastifyReply, req: FastifyRequest, maxAge: number |
 export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalog>): void {
   const { db, credentials, config } = deps;
   const txEnd = config.restTxEnd;
+  const plans = config.restPlanEnabled;
 
   const table = (method: Method) => async (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => {
     const cred = await credentials.api(req);
     checkProfile(req);
     const accept = req.headers.accept;
-    checkAccept(accept);
+    checkAccept(accept, plans);
     const cat = await cache.get();
     const singular = wantsSingular(accept);
     const csv = method === 'GET' && wantsCsv(accept);
@@ -154,6 +182,8 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
       range: method === 'GET' ? parseRange(req) : null,
       rollback: method !== 'GET' && rollsBack(txEnd, prefer),
     });
+    const planFormat = plans ? wantsPlan(accept) : null;
+    if (planFormat !== null) return sendPlan(reply, planFormat, await explain(db, cred, p, planFormat));
     const out = await execute(db, cred, p);
     if (prefer !== NO_PREFER) preferenceApplied(reply, txEnd, prefer, method === 'POST' && prefer.missingDefault ? 'missing=default' : null);
     return send(reply, out, p.plan.singular, p.plan.csvHeader !== undefined);
@@ -167,7 +197,7 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     const cred = await credentials.api(req);
     // A function outside `public` is not found (docs/api/rest.md, RPC), whatever the profile names.
     if (!publicProfile(req)) throw REST_ERRORS.functionNotFound();
-    checkAccept(req.headers.accept);
+    checkAccept(req.headers.accept, plans);
     const cat = await cache.get();
     const prefer = parsePrefer(req.headers.prefer);
     let p: Prepared;
@@ -186,6 +216,8 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
         p = prepareRpc(cat, { method, name: req.params.name, query: sp.toString(), count: prefer.count });
       }
     }
+    const planFormat = plans ? wantsPlan(req.headers.accept) : null;
+    if (planFormat !== null) return sendPlan(reply, planFormat, await explain(db, cred, p, planFormat));
     const rollback = rollsBack(txEnd, prefer);
     const maxAffected = prefer.strict && prefer.maxAffected !== null ? prefer.maxAffected : undefined;
     if (rollback || maxAffected !== undefined) p = { ...p, rollback, maxAffected };

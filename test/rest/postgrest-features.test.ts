@@ -9,7 +9,7 @@ import t from 'tap';
 import { restApp, SEED_SQL } from './helpers.ts';
 
 const app = await restApp(t, {
-  env: { REST_TX_END: 'commit-allow-override', REST_COMPUTED_FIELDS: 'true' },
+  env: { REST_TX_END: 'commit-allow-override', REST_COMPUTED_FIELDS: 'true', REST_PLAN_ENABLED: 'true' },
   sql:
     SEED_SQL +
     `create function public.full_title(public.books) returns text language sql stable
@@ -134,7 +134,7 @@ t.test('Prefer: missing=default fills the keys a row lacks with column defaults'
 });
 
 t.test('Accept: a media type plinth cannot produce answers 406', async (t) => {
-  for (const accept of ['application/xml', 'application/geo+json', 'application/vnd.pgrst.plan+json', 'text/plain']) {
+  for (const accept of ['application/xml', 'application/geo+json', 'text/plain']) {
     const r = await call('GET', '/rest/v1/books?id=eq.1', { headers: { accept } });
     t.equal(r.status, 406, accept);
     t.same(r.body, { error: 'none of the accepted media types can be produced' }, accept);
@@ -184,4 +184,18 @@ t.test('the query string shapes a set-returning function\'s result as a table re
   const plain = await call('POST', '/rest/v1/rpc/authors_born_after', { body: { d: '1925-01-01' } });
   t.same(plain.body.map((a: { id: number }) => a.id), [1], 'no query string: as before');
   t.equal(plain.headers.get('content-range'), null);
+});
+
+t.test('Accept: the plan media type answers the execution plan, and runs nothing', async (t) => {
+  const r = await call('GET', '/rest/v1/books?id=eq.1&select=title', { headers: { accept: 'application/vnd.pgrst.plan+json; for="application/json"' } });
+  t.equal(r.status, 200);
+  t.match(r.headers.get('content-type'), /^application\/vnd\.pgrst\.plan\+json; for="application\/json"/);
+  t.ok(Array.isArray(r.body) && typeof r.body[0].Plan['Node Type'] === 'string', 'EXPLAIN (FORMAT JSON)');
+  const text = await call('PATCH', '/rest/v1/books?id=eq.3', { body: { title: 'Planned only' }, headers: { accept: 'application/vnd.pgrst.plan+text' } });
+  t.equal(text.status, 200);
+  t.match(text.text, /Update on books/, 'text lines');
+  t.equal(await title(3), 'Invisible Cities', 'the write did not run');
+  const rpc = await call('POST', '/rest/v1/rpc/books_of?pages=gt.1', { body: { author: 1 }, headers: { accept: 'application/vnd.pgrst.plan+json' } });
+  t.equal(rpc.status, 200, 'RPC too');
+  t.ok(Array.isArray(rpc.body));
 });

@@ -266,7 +266,7 @@ t.test('Accept: text/csv', async (t) => {
   t.equal(ranged.text, 'id\n1');
 });
 
-t.test('Accept-Profile / Content-Profile other than public: 406', async (t) => {
+t.test('Accept-Profile / Content-Profile other than public: 406 for tables, 404 for RPC', async (t) => {
   for (const [method, header] of [
     ['GET', 'accept-profile'],
     ['POST', 'content-profile'],
@@ -276,7 +276,8 @@ t.test('Accept-Profile / Content-Profile other than public: 406', async (t) => {
     t.same(r.body, { error: 'only the public schema is exposed' });
   }
   const rpc = await app.call('POST', '/rest/v1/rpc/add', { apikey: app.anonKey, headers: { 'content-profile': 'other' }, body: { a: 1, b: 2 } });
-  t.equal(rpc.status, 406);
+  t.equal(rpc.status, 404);
+  t.same(rpc.body, { error: 'function not found' });
   const pub = await get('/rest/v1/authors?select=id&id=eq.1', { 'accept-profile': 'public' });
   t.same(pub.body, [{ id: 1 }], 'public is fine');
   const n = await app.db.sql`select count(*)::int as n from public.authors where name = 'x'`;
