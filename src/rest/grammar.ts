@@ -558,9 +558,11 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
   if (depth + 1 > MAX_EMBED_DEPTH) throw invalidEmbed();
   c.i++;
   skipWs(c);
-  if (c.i >= s.length || s.charCodeAt(c.i) === C_RPAREN) throw invalidEmbed(); // `rel(` / `rel()`
-  const inner = parseSelectList(c, depth + 1, values);
-  c.i++; // the ')' parseSelectList stopped at
+  if (c.i >= s.length) throw invalidEmbed(); // `rel(`
+  // `rel()`: an empty embed (no columns; with `!inner` it narrows the rows).
+  const inner: SelectNode = s.charCodeAt(c.i) === C_RPAREN ? { items: [] } : parseSelectList(c, depth + 1, values);
+  c.i++; // the ')' that ends the list
+  if (inner.items.length === 0 && name === 'count') throw invalidEmbed(); // `count()`: an aggregate, not offered
   if (inner.items.length === 1) {
     const only = inner.items[0];
     if (only.kind === 'column' && only.name === 'count' && only.path === undefined) throw invalidEmbed(); // `rel(count)`

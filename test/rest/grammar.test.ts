@@ -143,8 +143,8 @@ t.test('select', async (t) => {
     badEmbed(t, () => parseSelect('id,books( count )'), 'rel( count )');
     badEmbed(t, () => parseSelect('books(id,chapters(count))'), 'nested rel(count)');
     badEmbed(t, () => parseSelect('count()'), 'count()');
-    badEmbed(t, () => parseSelect('books()'), 'empty embed');
-    badEmbed(t, () => parseSelect('books( )'), 'blank embed');
+    t.same(parseSelect('books!inner( )').items[0], { kind: 'embed', relation: 'books', select: { items: [] }, inner: true }, 'empty embed');
+    t.same(parseSelect('books( )').items[0], { kind: 'embed', relation: 'books', select: { items: [] } }, 'blank embed: empty too');
     badEmbed(t, () => parseSelect('books(id'), 'unclosed');
     badEmbed(t, () => parseSelect('books(id,chapters(id)'), 'unclosed outer');
     badEmbed(t, () => parseSelect('books('), 'open only');

@@ -74,8 +74,10 @@ function selectList(st: State, rel: Relation, node: SelectNode, alias: string, f
   checkOutputNames(node);
   let out = '';
   for (const item of node.items) {
+    const one = selectItem(st, rel, item, alias, frame, names);
+    if (one === '') continue;
     if (out !== '') out += ', ';
-    out += selectItem(st, rel, item, alias, frame, names);
+    out += one;
   }
   return out;
 }
@@ -103,13 +105,15 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, f
   // Embed: one relationship between the two tables (interface §4.3, embedding rules), picked
   // by the hint when there are several.
   const r = resolveEmbed(st.cat, rel, item);
-  if (item.spread && !r.toOne) throw REST_ERRORS.invalidEmbed();
   const k = ++st.n;
   const a = '_t' + k;
   const e = '_e' + k;
   const innerFrame = newFrame();
-  const innerNames = item.spread && names ? names : undefined;
-  const inner = selectList(st, r.target, item.select, a, innerFrame, innerNames);
+  // A to-many spread needs its output names (each becomes an array); a to-one spread adds them to this level's.
+  const spreadMany = item.spread === true && !r.toOne;
+  const innerNames = spreadMany ? [] : item.spread && names ? names : undefined;
+  const empty = item.select.items.length === 0;
+  const inner = empty ? '1' : selectList(st, r.target, item.select, a, innerFrame, innerNames);
   let from = `${r.target.qname} ${a}`;
   let cond = '';
   if (r.junction === undefined) {
@@ -135,6 +139,17 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, f
   const sub = `select ${inner} from ${from}${innerFrame.joins} where ${cond}`;
   // `!inner`: this level keeps only rows with a related row (the same subquery, as EXISTS).
   if (item.inner) frame.conds.push(`exists (${sub})`);
+  // An empty embed (`books!inner()`) adds nothing to the row: it only narrows with !inner.
+  if (empty) return '';
+  if (spreadMany) {
+    // A to-many relationship spread: each of its columns becomes an array over the related rows ([] when none).
+    const sp = '_s' + k;
+    const q = '_q' + k;
+    const aggs = innerNames!.map((n) => `coalesce(json_agg(${q}.${ident(n)}), '[]') as ${ident(n)}`).join(', ');
+    frame.joins += ` left join lateral (select ${aggs} from (${sub}) ${q}) ${sp} on true`;
+    if (names) names.push(...innerNames!);
+    return sp + '.*';
+  }
   if (item.spread) {
     // A to-one relationship's columns, flattened into this row: null columns when none.
     const sp = '_s' + k;
