@@ -64,6 +64,8 @@ export interface Config {
   restTxEnd: RestTxEnd;
   /** REST_COMPUTED_FIELDS: functions of a table's row type are selectable, filterable columns. */
   restComputedFields: boolean;
+  /** REST_AGGREGATES_ENABLED: `count()`, `col.sum()`, `avg`, `max`, `min` in `select`, grouped by the plain columns. */
+  restAggregatesEnabled: boolean;
   /** REST_PLAN_ENABLED: `Accept: application/vnd.pgrst.plan…` answers the statement's execution plan. */
   restPlanEnabled: boolean;
   storageBackend: 'database' | 'disk' | 's3';
@@ -445,6 +447,7 @@ export function parseConfig(env: Env = process.env): Config {
     restTxEnd: restTxEnd(env),
     restComputedFields: bool(env, 'REST_COMPUTED_FIELDS', false),
     restPlanEnabled: bool(env, 'REST_PLAN_ENABLED', false),
+    restAggregatesEnabled: bool(env, 'REST_AGGREGATES_ENABLED', false),
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),
     s3: s3Config(env, storageBackend),

@@ -196,12 +196,14 @@ export class Catalog {
   readonly relations: ReadonlyMap<string, Relation>;
   readonly functions: ReadonlyMap<string, readonly Func[]>;
   readonly enums: readonly EnumType[];
+  readonly features: CatalogFeatures;
   /** When this catalog was loaded (ms since the epoch). */
   readonly loadedAt: number;
   private readonly sqlCache = new Map<string, unknown>();
 
   constructor(raw: RawCatalog, features: CatalogFeatures = NO_FEATURES) {
     this.loadedAt = Date.now();
+    this.features = features;
     const relations = new Map<string, Relation>();
     for (const r of raw.relations) {
       if (RESERVED_NAMES.has(r.name)) continue;
@@ -369,8 +371,10 @@ const AMBIGUOUS: Column = Object.freeze({ name: '', type: '', cast: '', base: ''
 /** Opt-in parts of the catalog (settings, docs/api/rest.md#opt-in-features). */
 export interface CatalogFeatures {
   readonly computedFields: boolean;
+  /** `count()`, `col.sum()` … in `select` (REST_AGGREGATES_ENABLED). */
+  readonly aggregates: boolean;
 }
-const NO_FEATURES: CatalogFeatures = { computedFields: false };
+const NO_FEATURES: CatalogFeatures = { computedFields: false, aggregates: false };
 
 function inPk(rel: Relation, cols: readonly string[]): boolean {
   return rel.pk.length > 0 && cols.every((c) => rel.pk.includes(c));

@@ -24,6 +24,7 @@ export const REST_ERRORS = {
   methodNotAllowed: () => new AppError(405, 'method not allowed'),
   singular: () => new AppError(406, MSG.singular),
   maxAffected: () => new AppError(400, MSG.maxAffected),
+  aggregatesOff: () => new AppError(400, 'aggregate functions are not enabled'),
   notAcceptable: () => new AppError(406, 'none of the accepted media types can be produced'),
 } as const;
 

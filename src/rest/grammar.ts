@@ -118,9 +118,15 @@ export interface ColumnItem {
   readonly path?: readonly JsonStep[];
   /** With a path and no alias: the last key, the output name (as PostgREST names it). */
   readonly key?: string;
-  /** `::cast`: a key of CASTS. */
+  /** `::cast`: a key of CASTS (after an aggregate: of its result). */
   readonly cast?: string;
+  /** `.sum()` … after the field, or `count()` alone (then `name` is `*`): an aggregate. */
+  readonly aggregate?: Aggregate;
 }
+
+/** The aggregates `select` takes (`col.sum()`, `count()`), when the catalog allows them. */
+export type Aggregate = 'count' | 'sum' | 'avg' | 'max' | 'min';
+const AGGREGATES: ReadonlySet<string> = new Set(['count', 'sum', 'avg', 'max', 'min']);
 
 export interface EmbedItem {
   readonly kind: 'embed';
@@ -532,6 +538,15 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
     const last = { key: '' };
     const path = readPath(c, values, last);
     let cast: string | undefined;
+    let aggregate: Aggregate | undefined;
+    if (s.charCodeAt(c.i) === C_DOT) {
+      // `.sum()`: an aggregate of the field (the parentheses are empty).
+      c.i++;
+      const w = readWord(c);
+      if (!AGGREGATES.has(w) || s.charCodeAt(c.i) !== C_LPAREN || s.charCodeAt(c.i + 1) !== C_RPAREN) throw invalid();
+      c.i += 2;
+      aggregate = w as Aggregate;
+    }
     if (s.charCodeAt(c.i) === C_COLON && s.charCodeAt(c.i + 1) === C_COLON) {
       c.i += 2;
       const w = readName(c).toLowerCase();
@@ -539,8 +554,12 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
       cast = w;
     }
     skipWs(c);
-    if (s.charCodeAt(c.i) !== C_LPAREN || path !== null || cast !== undefined) {
-      const item: { kind: 'column'; name: string; alias?: string; path?: JsonStep[]; key?: string; cast?: string } = { kind: 'column', name };
+    if (s.charCodeAt(c.i) !== C_LPAREN || path !== null || cast !== undefined || aggregate !== undefined) {
+      const item: { kind: 'column'; name: string; alias?: string; path?: JsonStep[]; key?: string; cast?: string; aggregate?: Aggregate } = {
+        kind: 'column',
+        name,
+      };
+      if (aggregate !== undefined) item.aggregate = aggregate;
       if (alias !== undefined) item.alias = alias;
       if (path !== null) {
         item.path = path;
@@ -562,7 +581,18 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
   // `rel()`: an empty embed (no columns; with `!inner` it narrows the rows).
   const inner: SelectNode = s.charCodeAt(c.i) === C_RPAREN ? { items: [] } : parseSelectList(c, depth + 1, values);
   c.i++; // the ')' that ends the list
-  if (inner.items.length === 0 && name === 'count') throw invalidEmbed(); // `count()`: an aggregate, not offered
+  if (inner.items.length === 0 && name === 'count' && !spread && hint === undefined && join === undefined) {
+    // `count()`: the number of rows (of the group), an aggregate; `::cast` may follow.
+    const item: { kind: 'column'; name: string; alias?: string; cast?: string; aggregate: Aggregate } = { kind: 'column', name: '*', aggregate: 'count' };
+    if (alias !== undefined) item.alias = alias;
+    if (s.charCodeAt(c.i) === C_COLON && s.charCodeAt(c.i + 1) === C_COLON) {
+      c.i += 2;
+      const w = readName(c).toLowerCase();
+      if (!Object.hasOwn(CASTS, w)) throw invalid();
+      item.cast = w;
+    }
+    return item;
+  }
   if (inner.items.length === 1) {
     const only = inner.items[0];
     if (only.kind === 'column' && only.name === 'count' && only.path === undefined) throw invalidEmbed(); // `rel(count)`

@@ -20,7 +20,7 @@ import { routes } from './routes.ts';
 /** The catalog holder: the current catalog, coalesced reloads, an atomic swap. */
 export class SchemaCache extends Reloading<Catalog> {
   constructor(deps: Deps) {
-    super(() => loadCatalog(deps.db.sql, { computedFields: deps.config.restComputedFields }));
+    super(() => loadCatalog(deps.db.sql, { computedFields: deps.config.restComputedFields, aggregates: deps.config.restAggregatesEnabled }));
   }
 
   override get(): Catalog | Promise<Catalog> {

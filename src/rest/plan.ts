@@ -57,7 +57,8 @@ export function checkOutputNames(node: SelectNode): void {
   const seen = new Set<string>();
   for (const item of node.items) {
     if (item.kind === 'star' || (item.kind === 'embed' && item.spread)) continue;
-    const name = item.kind === 'column' ? (item.alias ?? item.key ?? item.name) : (item.alias ?? item.relation);
+    const name =
+      item.kind === 'column' ? (item.alias ?? (item.aggregate !== undefined ? item.aggregate : (item.key ?? item.name))) : (item.alias ?? item.relation);
     if (seen.has(name)) throw REST_ERRORS.duplicateName(name);
     seen.add(name);
   }

@@ -27,6 +27,7 @@ function selectShape(node: SelectNode): string {
       if (item.path !== undefined) out += 'p' + pathShape(item.path);
       if (item.key !== undefined) out += 'k' + nameKey(item.key);
       if (item.cast !== undefined) out += 't' + nameKey(item.cast);
+      if (item.aggregate !== undefined) out += 'g' + item.aggregate;
       out += ',';
     } else {
       out += (item.spread ? 's' : 'e') + nameKey(item.relation);

@@ -142,7 +142,10 @@ t.test('select', async (t) => {
     badEmbed(t, () => parseSelect('books(count)'), 'rel(count)');
     badEmbed(t, () => parseSelect('id,books( count )'), 'rel( count )');
     badEmbed(t, () => parseSelect('books(id,chapters(count))'), 'nested rel(count)');
-    badEmbed(t, () => parseSelect('count()'), 'count()');
+    t.same(parseSelect('n:count()::text').items[0], { kind: 'column', name: '*', aggregate: 'count', alias: 'n', cast: 'text' }, 'count(): an aggregate');
+    t.same(parseSelect('pages.sum()').items[0], { kind: 'column', name: 'pages', aggregate: 'sum' }, 'col.sum()');
+    bad(t, () => parseSelect('pages.median()'), 'an aggregate plinth does not take');
+    bad(t, () => parseSelect('pages.sum(x)'), 'an aggregate takes no argument');
     t.same(parseSelect('books!inner( )').items[0], { kind: 'embed', relation: 'books', select: { items: [] }, inner: true }, 'empty embed');
     t.same(parseSelect('books( )').items[0], { kind: 'embed', relation: 'books', select: { items: [] } }, 'blank embed: empty too');
     badEmbed(t, () => parseSelect('books(id'), 'unclosed');

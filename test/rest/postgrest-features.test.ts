@@ -9,7 +9,7 @@ import t from 'tap';
 import { restApp, SEED_SQL } from './helpers.ts';
 
 const app = await restApp(t, {
-  env: { REST_TX_END: 'commit-allow-override', REST_COMPUTED_FIELDS: 'true', REST_PLAN_ENABLED: 'true' },
+  env: { REST_TX_END: 'commit-allow-override', REST_COMPUTED_FIELDS: 'true', REST_PLAN_ENABLED: 'true', REST_AGGREGATES_ENABLED: 'true' },
   sql:
     SEED_SQL +
     `create function public.full_title(public.books) returns text language sql stable
@@ -198,4 +198,24 @@ t.test('Accept: the plan media type answers the execution plan, and runs nothing
   const rpc = await call('POST', '/rest/v1/rpc/books_of?pages=gt.1', { body: { author: 1 }, headers: { accept: 'application/vnd.pgrst.plan+json' } });
   t.equal(rpc.status, 200, 'RPC too');
   t.ok(Array.isArray(rpc.body));
+});
+
+t.test('aggregates: count() and col.sum() … grouped by the other columns', async (t) => {
+  const grouped = await call('GET', '/rest/v1/chapters?select=book_id,count(),position.max()&order=book_id');
+  t.equal(grouped.status, 200);
+  t.same(grouped.body, [
+    { book_id: 1, count: 2, max: 2 },
+    { book_id: 3, count: 1, max: 1 },
+  ]);
+  const all = await call('GET', '/rest/v1/chapters?select=total:count(),position.sum()::text,position.avg()::int');
+  t.same(all.body, [{ total: 3, sum: '4', avg: 1 }], 'one group; alias and casts');
+  const filtered = await call('GET', '/rest/v1/chapters?select=count()&book_id=eq.1');
+  t.same(filtered.body, [{ count: 2 }], 'after the filters');
+  const star = await call('GET', '/rest/v1/chapters?select=*,count()');
+  t.equal(star.status, 400, '* cannot be grouped');
+  t.same(star.body, { error: 'invalid request' });
+  const twice = await call('GET', '/rest/v1/chapters?select=id.max(),position.max()');
+  t.same(twice.body, { error: 'duplicate output name in select: max; give one an alias' });
+  const embedded = await call('GET', '/rest/v1/books?select=id,chapters(count())&id=in.(1,2)&order=id');
+  t.same(embedded.body, [{ id: 1, chapters: [{ count: 2 }] }, { id: 2, chapters: [{ count: 0 }] }], 'inside an embed');
 });

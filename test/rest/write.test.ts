@@ -220,7 +220,7 @@ t.test('writes without a grant are 403', async (t) => {
   t.same(d.body, { error: 'permission denied' });
 });
 
-t.test('the opt-in features are off by default: tx=rollback commits, no computed fields, no plans', async (t) => {
+t.test('the opt-in features are off by default: tx=rollback commits, no computed fields, aggregates or plans', async (t) => {
   const r = await call('PATCH', '/rest/v1/books?id=eq.4', { pages: 41 }, { prefer: 'tx=rollback' });
   t.equal(r.status, 200);
   t.equal(r.headers.get('preference-applied'), null, 'not applied');
@@ -233,6 +233,10 @@ t.test('the opt-in features are off by default: tx=rollback commits, no computed
   const computed = await call('GET', '/rest/v1/books?select=shout&id=eq.4');
   t.equal(computed.status, 400);
   t.same(computed.body, { error: 'unknown column in request' }, 'REST_COMPUTED_FIELDS=false');
+
+  const agg = await call('GET', '/rest/v1/books?select=count()');
+  t.equal(agg.status, 400, 'REST_AGGREGATES_ENABLED=false');
+  t.same(agg.body, { error: 'aggregate functions are not enabled' });
 
   const plan = await call('GET', '/rest/v1/books?id=eq.4', undefined, { accept: 'application/vnd.pgrst.plan+json' });
   t.equal(plan.status, 406, 'REST_PLAN_ENABLED=false');

@@ -59,10 +59,18 @@ interface Frame {
   joins: string;
   /** `!inner` embeds: `exists (…)` conditions, ANDed into that level's WHERE. */
   conds: string[];
+  /** The level selects an aggregate: GROUP BY these output positions (none: one group). */
+  grouped: boolean;
+  groupBy: string[];
+}
+
+/** ` group by 1, 3` for a level that groups by columns; '' otherwise. */
+function groupSql(frame: Frame): string {
+  return frame.groupBy.length === 0 ? '' : ' group by ' + frame.groupBy.join(', ');
 }
 
 function newFrame(): Frame {
-  return { joins: '', conds: [] };
+  return { joins: '', conds: [], grouped: false, groupBy: [] };
 }
 
 /**
@@ -72,10 +80,21 @@ function newFrame(): Frame {
  */
 function selectList(st: State, rel: Relation, node: SelectNode, alias: string, frame: Frame, names?: string[]): string {
   checkOutputNames(node);
+  // A level with an aggregate groups by its plain columns (by position); `*` and embeds that
+  // add a key cannot be grouped and are refused there.
+  const grouping = node.items.some((i) => i.kind === 'column' && i.aggregate !== undefined);
+  if (grouping) {
+    if (!st.cat.features.aggregates) throw REST_ERRORS.aggregatesOff();
+    frame.grouped = true;
+  }
   let out = '';
+  let pos = 0;
   for (const item of node.items) {
+    if (grouping && (item.kind === 'star' || (item.kind === 'embed' && item.select.items.length > 0))) throw ERRORS.invalidRequest();
     const one = selectItem(st, rel, item, alias, frame, names);
     if (one === '') continue;
+    pos++;
+    if (grouping && item.kind === 'column' && item.aggregate === undefined) frame.groupBy.push(String(pos));
     if (out !== '') out += ', ';
     out += one;
   }
@@ -86,6 +105,23 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, f
   if (item.kind === 'star') {
     if (names) for (const c of rel.columnList) names.push(c.name);
     return alias + '.*';
+  }
+  if (item.kind === 'column' && item.aggregate !== undefined) {
+    // `count()` counts the group's rows; `col.sum()` … aggregates a column (or a JSON path into one).
+    let expr = 'count(*)';
+    if (item.name !== '*') {
+      const col = column(rel, item.name);
+      let arg = columnSql(alias, col);
+      if (item.path !== undefined) {
+        if (col.base !== 'json' && col.base !== 'jsonb') throw ERRORS.invalidRequest();
+        arg = jsonPath(arg, item.path);
+      }
+      expr = `${item.aggregate}(${arg})`;
+    }
+    if (item.cast !== undefined) expr = `(${expr})::${CASTS[item.cast]}`;
+    const out = item.alias ?? item.aggregate;
+    if (names) names.push(out);
+    return `${expr} as ${ident(out)}`;
   }
   if (item.kind === 'column') {
     const col = column(rel, item.name);
@@ -136,7 +172,7 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, f
     }
   }
   for (const c of innerFrame.conds) cond += ' and ' + c;
-  const sub = `select ${inner} from ${from}${innerFrame.joins} where ${cond}`;
+  const sub = `select ${inner} from ${from}${innerFrame.joins} where ${cond}${groupSql(innerFrame)}`;
   // `!inner`: this level keeps only rows with a related row (the same subquery, as EXISTS).
   if (item.inner) frame.conds.push(`exists (${sub})`);
   // An empty embed (`books!inner()`) adds nothing to the row: it only narrows with !inner.
@@ -275,7 +311,7 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
     let text = o.csv ? `select ${CSV_BODY} as body, count(*)::int4 as n` : `${outer(o.singular)}`;
     const source = o.source ?? rel.qname + ' _t0';
     if (o.count !== null) text += `, ${countSql(rel, q, all, o.count, source)}::int8 as total`;
-    text += ` from (select ${list} from ${source}${frame.joins}${all === '' ? '' : ' where ' + all}${orderSql(rel, q, '_t0')}${paging}) _r`;
+    text += ` from (select ${list} from ${source}${frame.joins}${all === '' ? '' : ' where ' + all}${groupSql(frame)}${orderSql(rel, q, '_t0')}${paging}) _r`;
     const plan: Plan = { ...base, text, status: 200, returnsBody: true, contentRange: true, write: false };
     return names ? { ...plan, csvHeader: names.map(csvField).join(',') } : plan;
   }
@@ -305,6 +341,8 @@ export function compileTable(cat: Catalog, rel: Relation, method: Method, q: Par
   }
   const frame = newFrame();
   const list = selectList(st, rel, q.select, '_t0', frame);
+  // A write answers its rows; aggregates of them are not offered.
+  if (frame.grouped) throw ERRORS.invalidRequest();
   let text = `with _w as (${write} returning ${method === 'POST' ? '*' : '_t0.*'}) ${outer(o.singular)}`;
   if (o.count !== null) text += `, count(*)::int8 as total`;
   text += ` from (select ${list} from _w _t0${frame.joins}${frame.conds.length === 0 ? '' : ' where ' + frame.conds.join(' and ')}) _r`;
