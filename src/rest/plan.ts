@@ -56,9 +56,23 @@ export function checkOutputNames(node: SelectNode): void {
   if (node.items.length < 2) return;
   const seen = new Set<string>();
   for (const item of node.items) {
-    if (item.kind === 'star' || (item.kind === 'embed' && item.spread)) continue;
+    // `*` and spreads are checked apart (checkSpreadNames); an empty embed adds no key.
+    if (item.kind === 'star' || (item.kind === 'embed' && (item.spread || item.select.items.length === 0))) continue;
     const name =
       item.kind === 'column' ? (item.alias ?? (item.aggregate !== undefined ? item.aggregate : (item.key ?? item.name))) : (item.alias ?? item.relation);
+    if (seen.has(name)) throw REST_ERRORS.duplicateName(name);
+    seen.add(name);
+  }
+}
+
+/** The names spreads bring into a level must not meet each other or the level's own items. */
+export function checkSpreadNames(node: SelectNode, spread: readonly string[]): void {
+  const seen = new Set<string>();
+  for (const item of node.items) {
+    if (item.kind === 'column') seen.add(item.alias ?? (item.aggregate !== undefined ? item.aggregate : (item.key ?? item.name)));
+    else if (item.kind === 'embed' && !item.spread && item.select.items.length > 0) seen.add(item.alias ?? item.relation);
+  }
+  for (const name of spread) {
     if (seen.has(name)) throw REST_ERRORS.duplicateName(name);
     seen.add(name);
   }

@@ -11,7 +11,7 @@ import { ident, literal, type Catalog, type Column, type Func, type Relation } f
 import { ERRORS } from '../../core/errors.ts';
 import type { Prefer } from '../prefer.ts';
 import { REST_ERRORS } from '../errors.ts';
-import { checkOutputNames, column, resolveEmbed, type Method, type Plan } from '../plan.ts';
+import { checkOutputNames, checkSpreadNames, column, resolveEmbed, type Method, type Plan } from '../plan.ts';
 import { CSV_BODY, SQL_BINARY_OPS, SQL_FTS_FUNCS, castParam, csvField, jsonPath, outer } from './fragments.ts';
 
 /** Above this planner estimate, `count=estimated` keeps the estimate instead of counting. */
@@ -62,6 +62,8 @@ interface Frame {
   /** The level selects an aggregate: GROUP BY these output positions (none: one group). */
   grouped: boolean;
   groupBy: string[];
+  /** The output names spreads bring into this level (checked against the level's own). */
+  spreadNames: string[];
 }
 
 /** ` group by 1, 3` for a level that groups by columns; '' otherwise. */
@@ -70,7 +72,7 @@ function groupSql(frame: Frame): string {
 }
 
 function newFrame(): Frame {
-  return { joins: '', conds: [], grouped: false, groupBy: [] };
+  return { joins: '', conds: [], grouped: false, groupBy: [], spreadNames: [] };
 }
 
 /**
@@ -98,6 +100,7 @@ function selectList(st: State, rel: Relation, node: SelectNode, alias: string, f
     if (out !== '') out += ', ';
     out += one;
   }
+  if (frame.spreadNames.length > 0) checkSpreadNames(node, frame.spreadNames);
   return out;
 }
 
@@ -147,7 +150,7 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, f
   const innerFrame = newFrame();
   // A to-many spread needs its output names (each becomes an array); a to-one spread adds them to this level's.
   const spreadMany = item.spread === true && !r.toOne;
-  const innerNames = spreadMany ? [] : item.spread && names ? names : undefined;
+  const innerNames: string[] | undefined = item.spread ? [] : undefined;
   const empty = item.select.items.length === 0;
   const inner = empty ? '1' : selectList(st, r.target, item.select, a, innerFrame, innerNames);
   let from = `${r.target.qname} ${a}`;
@@ -177,13 +180,16 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, f
   if (item.inner) frame.conds.push(`exists (${sub})`);
   // An empty embed (`books!inner()`) adds nothing to the row: it only narrows with !inner.
   if (empty) return '';
+  if (innerNames !== undefined) {
+    frame.spreadNames.push(...innerNames);
+    if (names) names.push(...innerNames);
+  }
   if (spreadMany) {
     // A to-many relationship spread: each of its columns becomes an array over the related rows ([] when none).
     const sp = '_s' + k;
     const q = '_q' + k;
     const aggs = innerNames!.map((n) => `coalesce(json_agg(${q}.${ident(n)}), '[]') as ${ident(n)}`).join(', ');
     frame.joins += ` left join lateral (select ${aggs} from (${sub}) ${q}) ${sp} on true`;
-    if (names) names.push(...innerNames!);
     return sp + '.*';
   }
   if (item.spread) {
