@@ -43,6 +43,9 @@ export interface OAuthProviderConfig {
   endpoints: OAuthEndpoints;
 }
 
+export const REST_TX_ENDS = ['commit', 'commit-allow-override', 'rollback', 'rollback-allow-override'] as const;
+export type RestTxEnd = (typeof REST_TX_ENDS)[number];
+
 export interface Config {
   siteUrl: string;
   jwtSecret: string | null;
@@ -63,6 +66,14 @@ export interface Config {
   /** AUTH_AUDIT_RETENTION_DAYS: audit entries older than this are deleted by the hourly purge; 0 keeps them all. */
   authAuditRetentionDays: number;
   maxBatchOperations: number;
+  /** REST_TX_END: how a REST request's transaction ends, and whether `Prefer: tx=` may override it. */
+  restTxEnd: RestTxEnd;
+  /** REST_COMPUTED_FIELDS: functions of a table's row type are selectable, filterable columns. */
+  restComputedFields: boolean;
+  /** REST_AGGREGATES_ENABLED: `count()`, `col.sum()`, `avg`, `max`, `min` in `select`, grouped by the plain columns. */
+  restAggregatesEnabled: boolean;
+  /** REST_PLAN_ENABLED: `Accept: application/vnd.pgrst.plan…` answers the statement's execution plan. */
+  restPlanEnabled: boolean;
   storageBackend: 'database' | 'disk' | 's3';
   storageDir: string;
   /** The s3 back end (STORAGE_BACKEND=s3): any S3-compatible store. */
@@ -191,6 +202,13 @@ function bool(env: Env, name: string, dflt: boolean): boolean {
   if (v === 'true') return true;
   if (v === 'false') return false;
   throw new ConfigError(name, 'must be exactly true or false');
+}
+
+function restTxEnd(env: Env): RestTxEnd {
+  const v = str(env, 'REST_TX_END') ?? 'commit';
+  const found = REST_TX_ENDS.find((x) => x === v);
+  if (found === undefined) throw new ConfigError('REST_TX_END', `must be one of ${REST_TX_ENDS.join(', ')}`);
+  return found;
 }
 
 function int(env: Env, name: string, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -453,6 +471,10 @@ export function parseConfig(env: Env = process.env): Config {
     authHookCustomAccessToken: authHook(env),
     authAuditRetentionDays: int(env, 'AUTH_AUDIT_RETENTION_DAYS', 90, 0, 100000),
     maxBatchOperations: int(env, 'MAX_BATCH_OPERATIONS', 20, 1),
+    restTxEnd: restTxEnd(env),
+    restComputedFields: bool(env, 'REST_COMPUTED_FIELDS', false),
+    restPlanEnabled: bool(env, 'REST_PLAN_ENABLED', false),
+    restAggregatesEnabled: bool(env, 'REST_AGGREGATES_ENABLED', false),
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),
     s3: s3Config(env, storageBackend),

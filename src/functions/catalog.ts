@@ -12,7 +12,8 @@ import type { Sql } from '../core/db.ts';
 import type { Logger } from '../core/log.ts';
 import { Reloading } from '../core/reloading.ts';
 import { ident } from '../rest/catalog.ts';
-import { rpcPlan, rpcSelect, type Plan } from '../rest/compile.ts';
+import { rpcPlan, type Plan } from '../rest/plan.ts';
+import { rpcSelect } from '../rest/sql/build.ts';
 
 export interface FunctionEntry {
   readonly name: string;

@@ -20,7 +20,9 @@ import type { Db, RequestContext, ReservedSql } from '../core/db.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
 import type { Catalog } from './catalog.ts';
 import { RESERVED_NAMES } from './catalog.ts';
-import { prepareRpc, prepareTable, type Method, type Prepared } from './compile.ts';
+import { prepareRpc, prepareTable } from './compile.ts';
+import type { Method, Prepared } from './plan.ts';
+import { NO_PREFER } from './prefer.ts';
 import { outcome, run } from './execute.ts';
 
 export interface BatchOperation {
@@ -42,7 +44,6 @@ interface Result {
 }
 
 const PREFIX = '/rest/v1/';
-const NO_PREFER = Object.freeze({ returnMinimal: false, count: null });
 
 function notAllowed(id: string, method: unknown, path: unknown): AppError {
   return new AppError(400, `operation ${id} is not allowed: ${String(method)} ${String(path)}`);

@@ -33,6 +33,10 @@ export interface Column extends TypeInfo {
   /** Generated (stored) or GENERATED ALWAYS identity: not writable. */
   readonly generated: boolean;
   readonly description: string | null;
+  /** The default expression (SQL text from the catalog), or null; for `Prefer: missing=default`. */
+  readonly default?: string | null;
+  /** A computed field: the function (qualified name) that takes the row and yields the value. */
+  readonly computed?: string;
 }
 
 export interface ForeignKey {
@@ -86,6 +90,8 @@ export interface Relation {
   /** Foreign keys of this table (many-to-one) and pointing at it (one-to-many). */
   readonly outgoing: ForeignKey[];
   readonly incoming: ForeignKey[];
+  /** Computed fields (REST_COMPUTED_FIELDS): functions of this table's row type, by name; empty when off. */
+  readonly computed: Map<string, Column>;
 }
 
 export interface FuncArg extends TypeInfo {
@@ -136,6 +142,7 @@ interface RawColumn extends RawType {
   has_default: boolean;
   generated: boolean;
   description: string | null;
+  default?: string | null;
 }
 interface RawRelation {
   name: string;
@@ -189,12 +196,14 @@ export class Catalog {
   readonly relations: ReadonlyMap<string, Relation>;
   readonly functions: ReadonlyMap<string, readonly Func[]>;
   readonly enums: readonly EnumType[];
+  readonly features: CatalogFeatures;
   /** When this catalog was loaded (ms since the epoch). */
   readonly loadedAt: number;
   private readonly sqlCache = new Map<string, unknown>();
 
-  constructor(raw: RawCatalog) {
+  constructor(raw: RawCatalog, features: CatalogFeatures = NO_FEATURES) {
     this.loadedAt = Date.now();
+    this.features = features;
     const relations = new Map<string, Relation>();
     for (const r of raw.relations) {
       if (RESERVED_NAMES.has(r.name)) continue;
@@ -209,6 +218,7 @@ export class Catalog {
         hasDefault: c.has_default,
         generated: c.generated,
         description: c.description,
+        default: c.default ?? null,
       }));
       relations.set(r.name, {
         name: r.name,
@@ -224,6 +234,7 @@ export class Catalog {
         qname: 'public.' + ident(r.name),
         outgoing: [],
         incoming: [],
+        computed: new Map(),
       });
     }
     for (const f of raw.foreign_keys) {
@@ -272,6 +283,7 @@ export class Catalog {
     }
     this.functions = functions;
     this.enums = raw.enums ?? [];
+    if (features.computedFields) for (const list of functions.values()) for (const fn of list) addComputed(relations, fn);
   }
 
   /**
@@ -325,6 +337,45 @@ export class Catalog {
   }
 }
 
+/**
+ * A computed field (PostgREST): a function of `public` whose first argument is a table's row
+ * type, every other argument defaulted, returning one value (not a set, not void). It is a
+ * column of that table for `select`, filters and `order`, never for writes; a real column of
+ * that name wins, and two such functions of one name for one table are neither.
+ */
+function addComputed(relations: ReadonlyMap<string, Relation>, fn: Func): void {
+  if (fn.returnsSet || fn.returnKind === 'void' || fn.inputs.length === 0) return;
+  const arg = fn.inputs[0];
+  if (arg.mode !== 'i' || arg.category !== 'C' || !arg.cast.startsWith('public.')) return;
+  if (fn.inputs.some((a, i) => i > 0 && !a.hasDefault)) return;
+  const rel = relations.get(arg.base);
+  if (rel === undefined || rel.columns.has(fn.name)) return;
+  if (rel.computed.has(fn.name)) {
+    rel.computed.set(fn.name, AMBIGUOUS);
+    return;
+  }
+  rel.computed.set(fn.name, {
+    name: fn.name,
+    ...fn.returnType,
+    nullable: true,
+    hasDefault: false,
+    generated: true,
+    description: fn.description,
+    computed: fn.qname,
+  });
+}
+
+/** Marks a computed-field name that two functions claim: it resolves to nothing. */
+const AMBIGUOUS: Column = Object.freeze({ name: '', type: '', cast: '', base: '', category: '', elem: null, nullable: true, hasDefault: false, generated: true, description: null });
+
+/** Opt-in parts of the catalog (settings, docs/api/rest.md#opt-in-features). */
+export interface CatalogFeatures {
+  readonly computedFields: boolean;
+  /** `count()`, `col.sum()` … in `select` (REST_AGGREGATES_ENABLED). */
+  readonly aggregates: boolean;
+}
+const NO_FEATURES: CatalogFeatures = { computedFields: false, aggregates: false };
+
 function inPk(rel: Relation, cols: readonly string[]): boolean {
   return rel.pk.length > 0 && cols.every((c) => rel.pk.includes(c));
 }
@@ -336,7 +387,7 @@ export function isUnique(rel: Relation, cols: readonly string[]): boolean {
 }
 
 /** One round trip: the whole catalog as JSON, parsed once per load. */
-export async function loadCatalog(sql: Sql): Promise<Catalog> {
+export async function loadCatalog(sql: Sql, features: CatalogFeatures = NO_FEATURES): Promise<Catalog> {
   const [row] = await sql<{ catalog: RawCatalog }[]>`select rest_private.catalog() as catalog`;
-  return new Catalog(row.catalog);
+  return new Catalog(row.catalog, features);
 }

@@ -8,7 +8,8 @@
 import type postgres from 'postgres';
 import type { Db, LaneQuery, LaneSql, RequestContext, Sql } from '../core/db.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
-import { REST_ERRORS, type Prepared } from './compile.ts';
+import { REST_ERRORS } from './errors.ts';
+import type { Prepared } from './plan.ts';
 
 export interface Outcome {
   status: number;
@@ -41,7 +42,11 @@ export function run(c: Sql | LaneSql, p: Prepared): LaneQuery | postgres.Pending
 
 export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
   const plan = p.plan;
-  if (!plan.returnsBody) return { status: plan.status, body: null, n: 0, contentRange: null };
+  if (!plan.returnsBody) {
+    // A write under `max-affected` counts its rows even without a body.
+    const counted = plan.counted ? (rows[0] as ResultRow).n : 0;
+    return { status: plan.status, body: null, n: counted, contentRange: null };
+  }
   const row = rows[0] as ResultRow;
   const n = row.n;
   if (plan.singular && n !== 1) throw REST_ERRORS.singular();
@@ -59,18 +64,53 @@ export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
   return { status, body, n, contentRange };
 }
 
+/** Thrown inside the transaction to roll it back after a successful statement (`tx=rollback`). */
+class RolledBack extends Error {
+  readonly out: Outcome;
+  constructor(out: Outcome) {
+    super('rolled back on request (Prefer: tx=rollback)');
+    this.out = out;
+  }
+}
+
 /**
  * One operation, one transaction, as the caller. A singular write (`Accept:
- * application/vnd.pgrst.object+json`) must roll back when it touched other than one row,
- * so it takes the two-step transaction; everything else is one round trip.
+ * application/vnd.pgrst.object+json`), a request under `handling=strict; max-affected=N` or
+ * one that ends in a rollback (`tx=rollback`) must be able to roll back after seeing its
+ * rows, so it takes the two-step transaction; everything else is one round trip.
  */
 export async function execute(db: Db, ctx: RequestContext, p: Prepared): Promise<Outcome> {
   try {
-    if (p.plan.write && p.plan.singular) {
-      return await db.transactionWithContext(ctx, async (c) => outcome(p, await run(c, p).execute()));
+    if ((p.plan.write && p.plan.singular) || p.rollback === true || p.maxAffected !== undefined) {
+      return await db.transactionWithContext(ctx, async (c) => {
+        const out = outcome(p, await run(c, p).execute());
+        if (p.maxAffected !== undefined && out.n > p.maxAffected) throw REST_ERRORS.maxAffected();
+        if (p.rollback === true) throw new RolledBack(out);
+        return out;
+      });
     }
     return outcome(p, await db.withContext(ctx, (c) => run(c, p)));
   } catch (err) {
+    if (err instanceof RolledBack) return err.out;
     throw pgErrorToAppError(err);
   }
+}
+
+/**
+ * The execution plan of a prepared operation (`Accept: application/vnd.pgrst.plan…`, under
+ * REST_PLAN_ENABLED): EXPLAIN of the very statement with the request's values, as the caller.
+ * Nothing runs (no ANALYZE), so a write plans without writing. JSON: the plan document; text:
+ * its lines.
+ */
+export async function explain(db: Db, ctx: RequestContext, p: Prepared, format: 'json' | 'text'): Promise<string> {
+  const text = (format === 'json' ? 'explain (format json) ' : 'explain ') + p.plan.text;
+  let rows: readonly postgres.Row[];
+  try {
+    rows = await db.withContext(ctx, (c) => c.unsafe(text, p.params, PREPARED));
+  } catch (err) {
+    throw pgErrorToAppError(err);
+  }
+  if (format === 'text') return rows.map((r) => String(r['QUERY PLAN'])).join('\n');
+  const doc: unknown = rows[0]['QUERY PLAN'];
+  return typeof doc === 'string' ? doc : JSON.stringify(doc);
 }

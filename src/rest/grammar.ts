@@ -118,9 +118,15 @@ export interface ColumnItem {
   readonly path?: readonly JsonStep[];
   /** With a path and no alias: the last key, the output name (as PostgREST names it). */
   readonly key?: string;
-  /** `::cast`: a key of CASTS. */
+  /** `::cast`: a key of CASTS (after an aggregate: of its result). */
   readonly cast?: string;
+  /** `.sum()` … after the field, or `count()` alone (then `name` is `*`): an aggregate. */
+  readonly aggregate?: Aggregate;
 }
+
+/** The aggregates `select` takes (`col.sum()`, `count()`), when the catalog allows them. */
+export type Aggregate = 'count' | 'sum' | 'avg' | 'max' | 'min';
+const AGGREGATES: ReadonlySet<string> = new Set(['count', 'sum', 'avg', 'max', 'min']);
 
 export interface EmbedItem {
   readonly kind: 'embed';
@@ -231,40 +237,6 @@ export interface ParsedQuery {
    */
   readonly values: Value[];
 }
-
-export interface Prefer {
-  readonly returnMinimal: boolean;
-  readonly count: 'exact' | 'planned' | 'estimated' | null;
-}
-
-/** SQL operator for each binary operator (for the compiler's convenience). */
-export const SQL_BINARY_OPS: Readonly<Record<BinaryOp, string>> = Object.freeze({
-  eq: '=',
-  neq: '<>',
-  gt: '>',
-  gte: '>=',
-  lt: '<',
-  lte: '<=',
-  like: 'like',
-  ilike: 'ilike',
-  cs: '@>',
-  cd: '<@',
-  ov: '&&',
-  sl: '<<',
-  sr: '>>',
-  // nxl "does not extend to the left of" is `&>`; nxr "… to the right of" is `&<` (PostgREST).
-  nxl: '&>',
-  nxr: '&<',
-  adj: '-|-',
-});
-
-/** tsquery constructor for each full-text operator. */
-export const SQL_FTS_FUNCS: Readonly<Record<FtsOp, string>> = Object.freeze({
-  fts: 'to_tsquery',
-  plfts: 'plainto_tsquery',
-  phfts: 'phraseto_tsquery',
-  wfts: 'websearch_to_tsquery',
-});
 
 /** The select used when `select` is absent or blank. Shared and frozen: do not mutate. */
 export const STAR_SELECT: SelectNode = Object.freeze({
@@ -566,6 +538,15 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
     const last = { key: '' };
     const path = readPath(c, values, last);
     let cast: string | undefined;
+    let aggregate: Aggregate | undefined;
+    if (s.charCodeAt(c.i) === C_DOT) {
+      // `.sum()`: an aggregate of the field (the parentheses are empty).
+      c.i++;
+      const w = readWord(c);
+      if (!AGGREGATES.has(w) || s.charCodeAt(c.i) !== C_LPAREN || s.charCodeAt(c.i + 1) !== C_RPAREN) throw invalid();
+      c.i += 2;
+      aggregate = w as Aggregate;
+    }
     if (s.charCodeAt(c.i) === C_COLON && s.charCodeAt(c.i + 1) === C_COLON) {
       c.i += 2;
       const w = readName(c).toLowerCase();
@@ -573,8 +554,12 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
       cast = w;
     }
     skipWs(c);
-    if (s.charCodeAt(c.i) !== C_LPAREN || path !== null || cast !== undefined) {
-      const item: { kind: 'column'; name: string; alias?: string; path?: JsonStep[]; key?: string; cast?: string } = { kind: 'column', name };
+    if (s.charCodeAt(c.i) !== C_LPAREN || path !== null || cast !== undefined || aggregate !== undefined) {
+      const item: { kind: 'column'; name: string; alias?: string; path?: JsonStep[]; key?: string; cast?: string; aggregate?: Aggregate } = {
+        kind: 'column',
+        name,
+      };
+      if (aggregate !== undefined) item.aggregate = aggregate;
       if (alias !== undefined) item.alias = alias;
       if (path !== null) {
         item.path = path;
@@ -592,9 +577,22 @@ function parseSelectItem(c: Cursor, depth: number, values: Value[]): SelectItem 
   if (depth + 1 > MAX_EMBED_DEPTH) throw invalidEmbed();
   c.i++;
   skipWs(c);
-  if (c.i >= s.length || s.charCodeAt(c.i) === C_RPAREN) throw invalidEmbed(); // `rel(` / `rel()`
-  const inner = parseSelectList(c, depth + 1, values);
-  c.i++; // the ')' parseSelectList stopped at
+  if (c.i >= s.length) throw invalidEmbed(); // `rel(`
+  // `rel()`: an empty embed (no columns; with `!inner` it narrows the rows).
+  const inner: SelectNode = s.charCodeAt(c.i) === C_RPAREN ? { items: [] } : parseSelectList(c, depth + 1, values);
+  c.i++; // the ')' that ends the list
+  if (inner.items.length === 0 && name === 'count' && !spread && hint === undefined && join === undefined) {
+    // `count()`: the number of rows (of the group), an aggregate; `::cast` may follow.
+    const item: { kind: 'column'; name: string; alias?: string; cast?: string; aggregate: Aggregate } = { kind: 'column', name: '*', aggregate: 'count' };
+    if (alias !== undefined) item.alias = alias;
+    if (s.charCodeAt(c.i) === C_COLON && s.charCodeAt(c.i + 1) === C_COLON) {
+      c.i += 2;
+      const w = readName(c).toLowerCase();
+      if (!Object.hasOwn(CASTS, w)) throw invalid();
+      item.cast = w;
+    }
+    return item;
+  }
   if (inner.items.length === 1) {
     const only = inner.items[0];
     if (only.kind === 'column' && only.name === 'count' && only.path === undefined) throw invalidEmbed(); // `rel(count)`
@@ -987,7 +985,7 @@ function readGroupValue(c: Cursor, kind: number): string {
 }
 
 // ---------------------------------------------------------------------------
-// order, limit, offset, Prefer
+// order, limit, offset
 // ---------------------------------------------------------------------------
 
 /** Parses `order`: `col[.asc|.desc][.nullsfirst|.nullslast]`, comma-separated. Blank → []. */
@@ -1034,43 +1032,6 @@ export function parseLimitOffset(raw: string): number {
   }
   if (!Number.isSafeInteger(v)) throw invalid();
   return v;
-}
-
-/**
- * Parses the `Prefer` header(s): `return=minimal|representation`, `count=exact|planned|estimated`.
- * Tokens are comma-separated, case-insensitive; unknown tokens are ignored. Later tokens win.
- */
-export function parsePrefer(header: string | readonly string[] | undefined | null): Prefer {
-  let returnMinimal = false;
-  let count: Prefer['count'] = null;
-  if (header == null) return { returnMinimal, count };
-  const h = typeof header === 'string' ? header : header.join(',');
-  const n = h.length;
-  let start = 0;
-  while (start <= n) {
-    // One token: start … end (the next ',' or the end); key=value, optional ';params' ignored.
-    let eq = -1;
-    let semi = -1;
-    let end = start;
-    for (; end < n; end++) {
-      const ch = h.charCodeAt(end);
-      if (ch === C_COMMA) break;
-      if (ch === 61 /* = */ && eq < 0 && semi < 0) eq = end;
-      else if (ch === 59 /* ; */ && semi < 0) semi = end;
-    }
-    if (eq >= 0) {
-      const key = sliceTrim(h, start, eq).toLowerCase();
-      const val = sliceTrim(h, eq + 1, semi < 0 ? end : semi).toLowerCase();
-      if (key === 'return') {
-        if (val === 'minimal') returnMinimal = true;
-        else if (val === 'representation') returnMinimal = false;
-      } else if (key === 'count') {
-        if (val === 'exact' || val === 'planned' || val === 'estimated') count = val;
-      }
-    }
-    start = end + 1;
-  }
-  return { returnMinimal, count };
 }
 
 // ---------------------------------------------------------------------------
@@ -1151,76 +1112,4 @@ export function parseQuery(
     offset,
     values,
   };
-}
-
-// ---------------------------------------------------------------------------
-// shape
-// ---------------------------------------------------------------------------
-
-/** Length-prefixed name: unambiguous whatever characters the name holds. */
-function nameKey(name: string): string {
-  return name.length + ':' + name;
-}
-
-function pathShape(path: readonly JsonStep[] | undefined): string {
-  if (path === undefined) return '';
-  let out = '';
-  for (const p of path) out += p.arrow + (p.index ? 'i' : 'k');
-  return out;
-}
-
-function selectShape(node: SelectNode): string {
-  let out = '';
-  for (const item of node.items) {
-    if (item.kind === 'star') out += '*,';
-    else if (item.kind === 'column') {
-      out += 'c' + nameKey(item.name);
-      if (item.alias !== undefined) out += 'a' + nameKey(item.alias);
-      if (item.path !== undefined) out += 'p' + pathShape(item.path);
-      if (item.key !== undefined) out += 'k' + nameKey(item.key);
-      if (item.cast !== undefined) out += 't' + nameKey(item.cast);
-      out += ',';
-    } else {
-      out += (item.spread ? 's' : 'e') + nameKey(item.relation);
-      if (item.alias !== undefined) out += 'a' + nameKey(item.alias);
-      if (item.hint !== undefined) out += 'h' + nameKey(item.hint);
-      if (item.inner) out += 'i';
-      out += '(' + selectShape(item.select) + '),';
-    }
-  }
-  return out;
-}
-
-function filterShape(f: FilterNode): string {
-  let out = (f.negated ? '!' : '') + f.op;
-  if (f.path !== undefined) out = pathShape(f.path) + out;
-  if ('quant' in f && f.quant !== undefined) out += '(' + f.quant + ')';
-  if (f.op === 'is') out += '=' + f.value;
-  else if (f.op === 'fts' || f.op === 'plfts' || f.op === 'phfts' || f.op === 'wfts') {
-    if (f.langSlot !== null) out += '(L)';
-  }
-  return out + ' ' + nameKey(f.column);
-}
-
-function logicShape(n: LogicNode): string {
-  let out = (n.negated ? '!' : '') + n.op + '(';
-  for (const ch of n.children) out += (ch.kind === 'logic' ? logicShape(ch) : filterShape(ch)) + ',';
-  return out + ')';
-}
-
-/**
- * A key equal for two parsed queries that differ only in bound values (including the
- * length of `in` lists, and limit/offset numbers). Equal shapes imply equal slot layouts,
- * so SQL generated for one can be reused with the other's `values`. The table, method,
- * role and Prefer count are not included: the compiler adds what it depends on.
- */
-export function shapeOf(parsed: ParsedQuery): string {
-  let out = 'S' + selectShape(parsed.select) + '|F';
-  for (const f of parsed.filters) out += filterShape(f) + ';';
-  out += '|G';
-  for (const g of parsed.logic) out += logicShape(g) + ';';
-  out += '|O';
-  for (const o of parsed.order) out += nameKey(o.column) + pathShape(o.path) + '.' + o.direction + '.' + (o.nulls ?? '') + ',';
-  out += '|' + (parsed.limit === null ? '' : 'L') + (parsed.offset === null ? '' : 'O');
-  return out;
 }

@@ -11,24 +11,16 @@
  * by /api/catalog/refresh, so every instance reloads); loads are coalesced and the new
  * catalog is swapped in whole.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Area, Deps } from '../core/area.ts';
-import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
-import { sendJsonText } from '../core/http.ts';
+import { pgErrorToAppError } from '../core/errors.ts';
 import { Reloading } from '../core/reloading.ts';
-import { parsePrefer } from './grammar.ts';
 import { Catalog, loadCatalog } from './catalog.ts';
-import { REST_ERRORS, prepareRpc, prepareTable, type Method } from './compile.ts';
-import { execute, type Outcome } from './execute.ts';
-import { buildOpenApi, reachableQuery, type Reachable } from './openapi.ts';
-import { runBatch, validateBatch } from './batch.ts';
-
-const SINGULAR_TYPE = 'application/vnd.pgrst.object+json';
+import { routes } from './routes.ts';
 
 /** The catalog holder: the current catalog, coalesced reloads, an atomic swap. */
 export class SchemaCache extends Reloading<Catalog> {
   constructor(deps: Deps) {
-    super(() => loadCatalog(deps.db.sql));
+    super(() => loadCatalog(deps.db.sql, { computedFields: deps.config.restComputedFields, aggregates: deps.config.restAggregatesEnabled }));
   }
 
   override get(): Catalog | Promise<Catalog> {
@@ -36,156 +28,6 @@ export class SchemaCache extends Reloading<Catalog> {
       throw pgErrorToAppError(err);
     });
   }
-}
-
-function rawQuery(url: string): string {
-  const q = url.indexOf('?');
-  return q < 0 ? '' : url.slice(q + 1);
-}
-
-function wantsSingular(accept: string | undefined): boolean {
-  return accept !== undefined && accept.includes(SINGULAR_TYPE);
-}
-
-function wantsCsv(accept: string | undefined): boolean {
-  return accept !== undefined && accept.includes('text/csv');
-}
-
-/**
- * `Accept-Profile` / `Content-Profile` (postgrest-js `.schema()`): only `public` is exposed,
- * so naming another schema is 406 rather than an answer from `public`.
- */
-function checkProfile(req: FastifyRequest): void {
-  for (const h of [req.headers['accept-profile'], req.headers['content-profile']]) {
-    if (h !== undefined && (Array.isArray(h) || h.trim() !== 'public')) throw REST_ERRORS.schemaNotExposed();
-  }
-}
-
-/** `Range: from-to` / `from-` (items; PostgREST, 0-based, inclusive); malformed: 400. */
-function parseRange(req: FastifyRequest): { from: number; to: number | null } | null {
-  const h = req.headers.range;
-  if (h === undefined) return null;
-  const unit = req.headers['range-unit'];
-  if (unit !== undefined && unit !== 'items') return null;
-  const m = /^\s*(\d{1,15})-(\d{0,15})\s*$/.exec(h);
-  if (m === null) throw ERRORS.invalidRequest();
-  const from = Number(m[1]);
-  const to = m[2] === '' ? null : Number(m[2]);
-  if (to !== null && to < from) throw ERRORS.invalidRequest();
-  return { from, to };
-}
-
-function send(reply: FastifyReply, out: Outcome, singular: boolean, csv = false): FastifyReply {
-  if (out.contentRange !== null) reply.header('content-range', out.contentRange);
-  if (out.body === null) return reply.code(out.status).send();
-  if (singular) return reply.code(out.status).type(SINGULAR_TYPE + '; charset=utf-8').send(out.body);
-  if (csv) return reply.code(out.status).type('text/csv; charset=utf-8').send(out.body);
-  return sendJsonText(reply, out.status, out.body);
-}
-
-/** Any credential present, for Cache-Control (docs/api/rest.md). */
-function credentialPresent(req: FastifyRequest): boolean {
-  const h = req.headers;
-  if (h.authorization || h.apikey) return true;
-  if (typeof h.cookie === 'string' && /(?:^|;)\s*token=/.test(h.cookie)) return true;
-  const q = rawQuery(req.url);
-  return q.includes('token') && new URLSearchParams(q).has('token');
-}
-
-function cacheHeaders(reply: FastifyReply, req: FastifyRequest, maxAge: number | null): void {
-  if (maxAge === null) return;
-  if (credentialPresent(req)) {
-    reply.header('cache-control', `private, max-age=${maxAge}`);
-    const prior = reply.getHeader('vary');
-    const vary = prior === undefined ? [] : Array.isArray(prior) ? prior.map(String) : [String(prior)];
-    reply.header('vary', [...vary, 'Authorization', 'apikey']);
-  } else {
-    reply.header('cache-control', `public, max-age=${maxAge}`);
-  }
-}
-
-function routes(app: FastifyInstance, deps: Deps, cache: SchemaCache): void {
-  const { db, credentials, config } = deps;
-
-  const table = (method: Method) => async (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => {
-    const cred = await credentials.api(req);
-    checkProfile(req);
-    const cat = await cache.get();
-    const singular = wantsSingular(req.headers.accept);
-    const csv = method === 'GET' && wantsCsv(req.headers.accept);
-    const p = prepareTable(cat, {
-      method,
-      table: req.params.table,
-      query: rawQuery(req.url),
-      body: req.body,
-      bodyText: req.bodyText,
-      prefer: parsePrefer(req.headers.prefer),
-      singular,
-      csv,
-      range: method === 'GET' ? parseRange(req) : null,
-    });
-    return send(reply, await execute(db, cred, p), p.plan.singular, p.plan.csvHeader !== undefined);
-  };
-  app.get('/rest/v1/:table', table('GET'));
-  app.post('/rest/v1/:table', table('POST'));
-  app.patch('/rest/v1/:table', table('PATCH'));
-  app.delete('/rest/v1/:table', table('DELETE'));
-
-  const rpc = (method: 'GET' | 'POST') => async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
-    const cred = await credentials.api(req);
-    checkProfile(req);
-    const cat = await cache.get();
-    let p;
-    if (method === 'POST') {
-      p = prepareRpc(cat, { method, name: req.params.name, body: req.body, bodyText: req.bodyText });
-    } else {
-      const query = rawQuery(req.url);
-      try {
-        p = prepareRpc(cat, { method, name: req.params.name, query });
-      } catch (err) {
-        // `token` in the query string marks a credential for caching (docs/api/rest.md); it is an
-        // argument only for a function that takes one.
-        const sp = new URLSearchParams(query);
-        if (!(err instanceof AppError) || err.status !== 400 || !sp.has('token')) throw err;
-        sp.delete('token');
-        p = prepareRpc(cat, { method, name: req.params.name, query: sp.toString() });
-      }
-    }
-    const out = await execute(db, cred, p);
-    cacheHeaders(reply, req, p.plan.maxAge);
-    return send(reply, out, false);
-  };
-  app.get('/rest/v1/rpc/:name', rpc('GET'));
-  app.post('/rest/v1/rpc/:name', rpc('POST'));
-
-  app.post('/rest/v1/batch', async (req, reply) => {
-    const cred = await credentials.api(req);
-    const batch = validateBatch(req.body, config.maxBatchOperations);
-    const cat = await cache.get();
-    const out = await runBatch(db, cat, cred, batch);
-    return sendJsonText(reply, out.status, out.body);
-  });
-
-  const openapi = async (req: FastifyRequest, reply: FastifyReply) => {
-    const cred = await credentials.api(req);
-    const cat = await cache.get();
-    let rows;
-    try {
-      rows = await db.withContext(cred, reachableQuery);
-    } catch (err) {
-      throw pgErrorToAppError(err);
-    }
-    const reach: Reachable = { rels: JSON.parse(rows[0].rels as string) as Reachable['rels'], funcs: JSON.parse(rows[0].funcs as string) as Reachable['funcs'] };
-    const doc = buildOpenApi(cat, reach, { host: req.headers.host, scheme: req.protocol });
-    return reply.code(200).type('application/openapi+json; charset=utf-8').send(JSON.stringify(doc));
-  };
-  app.get('/rest/v1/', openapi);
-  app.get('/rest/v1', openapi);
-
-  app.get('/rest/v1/rls-debug', async (req, reply) => {
-    const cred = await credentials.api(req);
-    return reply.code(200).send({ role: cred.role, claims: cred.claimsObject });
-  });
 }
 
 export const restArea: Area = {

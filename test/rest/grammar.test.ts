@@ -10,11 +10,11 @@ import {
   parseLimitOffset,
   parseLogic,
   parseOrder,
-  parsePrefer,
   parseQuery,
   parseSelect,
-  shapeOf,
 } from '../../src/rest/grammar.ts';
+import { NO_PREFER, parsePrefer } from '../../src/rest/prefer.ts';
+import { shapeOf } from '../../src/rest/shape.ts';
 import type { FilterNode, LogicNode, SelectNode, Value } from '../../src/rest/grammar.ts';
 
 type Tap = Test;
@@ -142,9 +142,12 @@ t.test('select', async (t) => {
     badEmbed(t, () => parseSelect('books(count)'), 'rel(count)');
     badEmbed(t, () => parseSelect('id,books( count )'), 'rel( count )');
     badEmbed(t, () => parseSelect('books(id,chapters(count))'), 'nested rel(count)');
-    badEmbed(t, () => parseSelect('count()'), 'count()');
-    badEmbed(t, () => parseSelect('books()'), 'empty embed');
-    badEmbed(t, () => parseSelect('books( )'), 'blank embed');
+    t.same(parseSelect('n:count()::text').items[0], { kind: 'column', name: '*', aggregate: 'count', alias: 'n', cast: 'text' }, 'count(): an aggregate');
+    t.same(parseSelect('pages.sum()').items[0], { kind: 'column', name: 'pages', aggregate: 'sum' }, 'col.sum()');
+    bad(t, () => parseSelect('pages.median()'), 'an aggregate plinth does not take');
+    bad(t, () => parseSelect('pages.sum(x)'), 'an aggregate takes no argument');
+    t.same(parseSelect('books!inner( )').items[0], { kind: 'embed', relation: 'books', select: { items: [] }, inner: true }, 'empty embed');
+    t.same(parseSelect('books( )').items[0], { kind: 'embed', relation: 'books', select: { items: [] } }, 'blank embed: empty too');
     badEmbed(t, () => parseSelect('books(id'), 'unclosed');
     badEmbed(t, () => parseSelect('books(id,chapters(id)'), 'unclosed outer');
     badEmbed(t, () => parseSelect('books('), 'open only');
@@ -560,20 +563,29 @@ t.test('limit / offset', async (t) => {
 });
 
 t.test('Prefer', async (t) => {
-  t.same(parsePrefer(undefined), { returnMinimal: false, count: null });
-  t.same(parsePrefer(''), { returnMinimal: false, count: null });
-  t.same(parsePrefer('return=minimal'), { returnMinimal: true, count: null });
-  t.same(parsePrefer('return=representation'), { returnMinimal: false, count: null });
-  t.same(parsePrefer('count=exact'), { returnMinimal: false, count: 'exact' });
-  t.same(parsePrefer('count=planned'), { returnMinimal: false, count: 'planned' });
-  t.same(parsePrefer('count=estimated'), { returnMinimal: false, count: 'estimated' });
-  t.same(parsePrefer('return=minimal, count=exact'), { returnMinimal: true, count: 'exact' });
-  t.same(parsePrefer(' Return = Minimal ,COUNT=Exact'), { returnMinimal: true, count: 'exact' });
-  t.same(parsePrefer('resolution=merge-duplicates,return=minimal'), { returnMinimal: true, count: null });
-  t.same(parsePrefer('count=bogus, tx=rollback, handling=strict, return'), { returnMinimal: false, count: null });
-  t.same(parsePrefer('return=minimal; x=y'), { returnMinimal: true, count: null }, 'parameters ignored');
-  t.same(parsePrefer(['return=minimal', 'count=planned']), { returnMinimal: true, count: 'planned' });
-  t.same(parsePrefer(',,,'), { returnMinimal: false, count: null });
+  t.equal(parsePrefer(undefined), NO_PREFER, 'no header: the shared default');
+  t.same(parsePrefer(undefined), { ...NO_PREFER, returnMinimal: false, count: null });
+  t.same(parsePrefer(''), { ...NO_PREFER, returnMinimal: false, count: null });
+  t.same(parsePrefer('return=minimal'), { ...NO_PREFER, returnMinimal: true, count: null });
+  t.same(parsePrefer('return=representation'), { ...NO_PREFER, returnMinimal: false, count: null });
+  t.same(parsePrefer('count=exact'), { ...NO_PREFER, returnMinimal: false, count: 'exact' });
+  t.same(parsePrefer('count=planned'), { ...NO_PREFER, returnMinimal: false, count: 'planned' });
+  t.same(parsePrefer('count=estimated'), { ...NO_PREFER, returnMinimal: false, count: 'estimated' });
+  t.same(parsePrefer('return=minimal, count=exact'), { ...NO_PREFER, returnMinimal: true, count: 'exact' });
+  t.same(parsePrefer(' Return = Minimal ,COUNT=Exact'), { ...NO_PREFER, returnMinimal: true, count: 'exact' });
+  t.same(parsePrefer('resolution=merge-duplicates,return=minimal'), { ...NO_PREFER, returnMinimal: true, count: null });
+  t.same(parsePrefer('count=bogus, tx=maybe, handling=loose, max-affected=-1, missing=x, return'), NO_PREFER, 'unknown values ignored');
+  t.same(parsePrefer('tx=rollback, handling=strict, max-affected=5, missing=default'), {
+    ...NO_PREFER,
+    tx: 'rollback',
+    strict: true,
+    maxAffected: 5,
+    missingDefault: true,
+  });
+  t.same(parsePrefer('handling=strict, handling=lenient, missing=default, missing=null, tx=rollback, tx=commit'), { ...NO_PREFER, tx: 'commit' }, 'later tokens win');
+  t.same(parsePrefer('return=minimal; x=y'), { ...NO_PREFER, returnMinimal: true, count: null }, 'parameters ignored');
+  t.same(parsePrefer(['return=minimal', 'count=planned']), { ...NO_PREFER, returnMinimal: true, count: 'planned' });
+  t.same(parsePrefer(',,,'), { ...NO_PREFER, returnMinimal: false, count: null });
 });
 
 t.test('parseQuery', async (t) => {

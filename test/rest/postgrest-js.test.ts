@@ -170,5 +170,6 @@ t.test('what postgrest-js users write every day (issue 17)', async (t) => {
   t.equal(other.status, 406, '.schema() naming another schema');
   t.same(other.error, { error: 'only the public schema is exposed' });
   const otherRpc = await client.schema('other' as any).rpc('hidden');
-  t.equal(otherRpc.status, 406);
+  t.equal(otherRpc.status, 404, 'a function outside public is not found');
+  t.same(otherRpc.error, { error: 'function not found' });
 });

@@ -111,7 +111,8 @@ t.test('embedding errors', async (t) => {
       'invalid embed in request: more than one relationship between reviews and authors; use one of authors!reviews_author_id_fkey, authors!reviews_reviewer_id_fkey',
     ],
     ['/rest/v1/reviews?select=id,authors!nosuchkey(id)', 400, 'invalid embed in request'],
-    ['/rest/v1/authors?select=id,...books(id)', 400, 'invalid embed in request'],
+    ['/rest/v1/authors?select=id,...books(id)', 400, 'duplicate output name in select: id; give one an alias'],
+    ['/rest/v1/books?select=id,...authors(id)', 400, 'duplicate output name in select: id; give one an alias'],
     ['/rest/v1/authors?select=id,books(nosuchcolumn)', 400, 'unknown column in request'],
     ['/rest/v1/authors?select=id,books(id)&books.title=eq.x', 400, 'unknown column in request'],
   ];

@@ -187,9 +187,16 @@ t.test('spread embeds flatten a to-one relationship', async (t) => {
   t.same(nested.body, [{ id: 3, title: 'Invisible Cities', name: 'Italo Calvino' }], 'nested spreads');
   const inEmbed = await get('/rest/v1/authors?select=id,books(id,...authors(name))&id=eq.2');
   t.same(inEmbed.body, [{ id: 2, books: [{ id: 3, name: 'Italo Calvino' }] }], 'inside an embed');
-  const toMany = await get('/rest/v1/authors?select=id,...books(title)');
-  t.equal(toMany.status, 400, 'to-many cannot be spread');
-  t.same(toMany.body, { error: 'invalid embed in request' });
+  const toMany = await get('/rest/v1/authors?select=id,...books(title,pages)&id=in.(1,3)&order=id');
+  t.equal(toMany.status, 200, 'a to-many spread: each column an array');
+  t.same(toMany.body, [
+    { id: 1, title: ['The Left Hand of Darkness', 'The Dispossessed'], pages: [304, 387] },
+    { id: 3, title: [], pages: [] },
+  ]);
+  const empty = await get('/rest/v1/authors?select=id,books!inner()&order=id');
+  t.same(empty.body, [{ id: 1 }, { id: 2 }], 'an empty !inner embed narrows the rows and adds no key');
+  const emptyLeft = await get('/rest/v1/authors?select=id,books()&order=id');
+  t.same(emptyLeft.body, [{ id: 1 }, { id: 2 }, { id: 3 }], 'an empty embed without !inner changes nothing');
   const counted = await get('/rest/v1/books?select=id,...authors(name)&order=id&limit=2', { prefer: 'count=exact' });
   t.equal(counted.headers.get('content-range'), '0-1/4', 'counts are unchanged by the spread');
 });
@@ -266,7 +273,7 @@ t.test('Accept: text/csv', async (t) => {
   t.equal(ranged.text, 'id\n1');
 });
 
-t.test('Accept-Profile / Content-Profile other than public: 406', async (t) => {
+t.test('Accept-Profile / Content-Profile other than public: 406 for tables, 404 for RPC', async (t) => {
   for (const [method, header] of [
     ['GET', 'accept-profile'],
     ['POST', 'content-profile'],
@@ -276,7 +283,8 @@ t.test('Accept-Profile / Content-Profile other than public: 406', async (t) => {
     t.same(r.body, { error: 'only the public schema is exposed' });
   }
   const rpc = await app.call('POST', '/rest/v1/rpc/add', { apikey: app.anonKey, headers: { 'content-profile': 'other' }, body: { a: 1, b: 2 } });
-  t.equal(rpc.status, 406);
+  t.equal(rpc.status, 404);
+  t.same(rpc.body, { error: 'function not found' });
   const pub = await get('/rest/v1/authors?select=id&id=eq.1', { 'accept-profile': 'public' });
   t.same(pub.body, [{ id: 1 }], 'public is fine');
   const n = await app.db.sql`select count(*)::int as n from public.authors where name = 'x'`;

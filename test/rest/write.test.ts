@@ -219,3 +219,26 @@ t.test('writes without a grant are 403', async (t) => {
   t.equal(d.status, 403);
   t.same(d.body, { error: 'permission denied' });
 });
+
+t.test('the opt-in features are off by default: tx=rollback commits, no computed fields, aggregates or plans', async (t) => {
+  const r = await call('PATCH', '/rest/v1/books?id=eq.4', { pages: 41 }, { prefer: 'tx=rollback' });
+  t.equal(r.status, 200);
+  t.equal(r.headers.get('preference-applied'), null, 'not applied');
+  const [row] = await sql`select pages from public.books where id = 4`;
+  t.equal(row.pages, 41, 'committed (REST_TX_END=commit)');
+
+  await sql.unsafe(`create function public.shout(public.books) returns text language sql stable as 'select upper($1.title)';
+    grant execute on function public.shout(public.books) to anon`);
+  await app.call('POST', '/api/catalog/refresh', { token: app.serviceKey });
+  const computed = await call('GET', '/rest/v1/books?select=shout&id=eq.4');
+  t.equal(computed.status, 400);
+  t.same(computed.body, { error: 'unknown column in request' }, 'REST_COMPUTED_FIELDS=false');
+
+  const agg = await call('GET', '/rest/v1/books?select=count()');
+  t.equal(agg.status, 400, 'REST_AGGREGATES_ENABLED=false');
+  t.same(agg.body, { error: 'aggregate functions are not enabled' });
+
+  const plan = await call('GET', '/rest/v1/books?id=eq.4', undefined, { accept: 'application/vnd.pgrst.plan+json' });
+  t.equal(plan.status, 406, 'REST_PLAN_ENABLED=false');
+  t.same(plan.body, { error: 'none of the accepted media types can be produced' });
+});

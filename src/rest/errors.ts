@@ -1,0 +1,34 @@
+/** The REST area's errors: messages and the AppError each refusal becomes (docs/api/rest.md). */
+import { AppError } from '../core/errors.ts';
+import { GrammarError, INVALID_EMBED } from './grammar.ts';
+
+export const MSG = {
+  relationNotFound: 'relation not found',
+  functionNotFound: 'function not found',
+  unknownColumn: 'unknown column in request',
+  singular: 'JSON object requested, multiple (or no) rows returned',
+  maxAffected: 'more rows affected than Prefer: max-affected allows',
+} as const;
+
+export const REST_ERRORS = {
+  relationNotFound: () => new AppError(404, MSG.relationNotFound),
+  functionNotFound: () => new AppError(404, MSG.functionNotFound),
+  unknownColumn: (column?: string, relation?: string) => new AppError(400, MSG.unknownColumn, { internal: { column, relation } }),
+  invalidEmbed: () => new AppError(400, INVALID_EMBED),
+  /** Several relationships fit an embed: the message names the hints that pick one. */
+  ambiguousEmbed: (from: string, name: string, hints: readonly string[]) =>
+    new AppError(400, `${INVALID_EMBED}: more than one relationship between ${from} and ${name}; use one of ${hints.join(', ')}`),
+  /** Two select items of one level with one output name. */
+  duplicateName: (name: string) => new AppError(400, `duplicate output name in select: ${name}; give one an alias`),
+  schemaNotExposed: () => new AppError(406, 'only the public schema is exposed'),
+  methodNotAllowed: () => new AppError(405, 'method not allowed'),
+  singular: () => new AppError(406, MSG.singular),
+  maxAffected: () => new AppError(400, MSG.maxAffected),
+  aggregatesOff: () => new AppError(400, 'aggregate functions are not enabled'),
+  notAcceptable: () => new AppError(406, 'none of the accepted media types can be produced'),
+} as const;
+
+/** GrammarError (status 400, public message) → AppError; anything else unchanged. */
+export function grammarToAppError(err: unknown): unknown {
+  return err instanceof GrammarError ? new AppError(400, err.publicMessage, { cause: err }) : err;
+}
