@@ -3,7 +3,7 @@
  *
  * Metadata and rules live in SQL (schema `storage`, functions.sql) and run as the calling
  * role, so the RLS policies decide; the bytes stream through here to one back end
- * (STORAGE_BACKEND: database, disk or s3; see backend.ts).
+ * (STORAGE_BACKEND: database, disk or s3; see backends/backend.ts).
  *
  * The object routes live in their own fastify scope whose only body parser is a `*` one
  * that reads nothing: the handler gets the raw request stream, so neither MAX_BODY_BYTES
@@ -21,9 +21,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Area, Deps } from '../core/area.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText, toAppError } from '../core/http.ts';
-import type { Backend, ByteRange, PendingPut } from './backend.ts';
-import { databaseBackend } from './database.ts';
-import { diskBackend } from './disk.ts';
+import type { Backend, ByteRange, PendingPut } from './backends/backend.ts';
+import { databaseBackend } from './backends/database.ts';
+import { diskBackend } from './backends/disk.ts';
 import { downloadHeaders, pickMimeType } from './mime.ts';
 import * as sdb from './db.ts';
 import { bucketIdOk, invalidBucketId, parseBucketId, parseObjectPath } from './paths.ts';
@@ -53,7 +53,7 @@ export async function createBackend(deps: Deps): Promise<Backend> {
     case 'disk':
       return diskBackend(config.storageDir);
     case 's3':
-      return (await import('./s3.ts')).s3Backend(config.s3!);
+      return (await import('./backends/s3.ts')).s3Backend(config.s3!);
   }
 }
 

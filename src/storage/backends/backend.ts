@@ -11,7 +11,7 @@
  * the metadata committed) or undo in `abort` (after it rolled back).
  */
 import type { Readable } from 'node:stream';
-import type { ReservedSql, Sql } from '../core/db.ts';
+import type { ReservedSql, Sql } from '../../core/db.ts';
 
 export interface ObjectAddress {
   bucket: string;
