@@ -1,1 +1,3 @@
 -- Enter migration here
+--!include storage/functions.sql
+--!include storage/sweep.sql

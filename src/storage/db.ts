@@ -4,7 +4,7 @@
  * uploads use the transaction they are given). Outcomes are data: the routes switch on
  * `status` exhaustively.
  */
-import type { Db, RequestContext, ReservedSql } from '../core/db.ts';
+import type { Db, RequestContext, ReservedSql, Sql } from '../core/db.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
 
 async function run<T>(p: Promise<T>): Promise<T> {
@@ -106,4 +106,9 @@ export async function deleteObject(
 ): Promise<{ status: 'ok' | 'not_found' | 'bucket_not_found' | 'forbidden'; id: string | null }> {
   const [r] = await run(db.withContext(ctx, (c) => c`select status, id from storage.delete_object(${bucket}, ${name})`));
   return r as unknown as { status: 'ok' | 'not_found' | 'bucket_not_found' | 'forbidden'; id: string | null };
+}
+
+/** Enqueue the `storage__sweep` job (one for all instances) unless one is pending. */
+export async function scheduleSweep(sql: Sql, delaySeconds: number): Promise<void> {
+  await sql`select storage_private.schedule_sweep(${delaySeconds}::int)`;
 }

@@ -13,11 +13,12 @@
  * MIME type → one transaction as the caller: `storage.begin_upload` (bucket, declared
  * size, MIME type, conflict, and the RLS insert) — a refusal is answered before the body
  * is read — then the body streams through a byte counter to the back end, then
- * `storage.finish_upload`, COMMIT, and the back end's own commit (disk: the rename).
+ * `storage.finish_upload`, COMMIT, and the back end's own commit.
  */
 import { Readable } from 'node:stream';
 import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText, toAppError } from '../core/http.ts';
@@ -51,7 +52,7 @@ export async function createBackend(deps: Deps): Promise<Backend> {
     case 'database':
       return databaseBackend(db);
     case 'disk':
-      return diskBackend(config.storageDir);
+      return diskBackend(config.storageDir, db);
     case 's3':
       return (await import('./backends/s3.ts')).s3Backend(config.s3!);
   }
@@ -344,13 +345,42 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
   });
 }
 
+const SWEEP_EVERY_SECONDS = 3600;
+
+/** Per service instance: its back end, for the worker task. */
+const backends = new WeakMap<Deps, Backend>();
+
+async function sweep(deps: Deps, backend: Backend): Promise<void> {
+  const removed = await backend.sweep!();
+  if (removed > 0) deps.log.info({ removed }, 'storage: leftover files of interrupted uploads removed');
+}
+
 export const storageArea: Area = {
   name: 'storage',
   async register(app, deps) {
     const backend = await createBackend(deps);
+    backends.set(deps, backend);
+    let started: Promise<void> = Promise.resolve();
     app.addHook('onClose', async () => {
+      await started;
       await backend.close?.();
     });
     routes(app, deps, backend);
+    if (backend.sweep) {
+      // At start (a crash's leftovers), in the background; then hourly by the job.
+      started = sweep(deps, backend).catch((err: unknown) => deps.log.warn({ err }, 'storage: the sweep at start failed; the job will retry'));
+      await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS).catch((err: unknown) =>
+        deps.log.warn({ err }, 'storage: could not schedule the sweep job; the next start will'),
+      );
+    }
+  },
+  tasks(deps): TaskList {
+    return {
+      storage__sweep: async () => {
+        const backend = backends.get(deps);
+        if (backend?.sweep) await sweep(deps, backend);
+        await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS);
+      },
+    };
   },
 };

@@ -7,8 +7,8 @@
  * names them commits, and a replaced object's bytes are a different address.
  *
  * `put` runs inside the metadata transaction (`tx`, the caller's role): the database back
- * end writes its chunks there; disk and s3 stream elsewhere and finish in `commit` (after
- * the metadata committed) or undo in `abort` (after it rolled back).
+ * end writes its chunks there; disk and s3 stream elsewhere, before the metadata commits
+ * (a committed row always finds its bytes), and undo in `abort` (after it rolled back).
  */
 import type { Readable } from 'node:stream';
 import type { ReservedSql, Sql } from '../../core/db.ts';
@@ -42,6 +42,8 @@ export interface Backend {
   get(obj: ObjectAddress, size: number, range: ByteRange | null): Promise<Readable | null>;
   /** Remove an object's bytes after its row was deleted (idempotent). */
   delete(obj: ObjectAddress): Promise<void>;
+  /** Remove bytes that no committed object names and no upload in progress holds (a crash's leftovers); returns how many went. */
+  sweep?(): Promise<number>;
   close?(): Promise<void>;
 }
 
