@@ -66,8 +66,10 @@ export async function beginUpload(
   return r;
 }
 
-export async function finishUpload(tx: ReservedSql, id: string, size: number, etag: string): Promise<'ok' | 'too_large'> {
-  const [r] = await run(tx<{ status: 'ok' | 'too_large' }[]>`select storage.finish_upload(${id}::uuid, ${size}::bigint, ${etag}) as status`);
+export async function finishUpload(tx: ReservedSql, id: string, size: number, etag: string, cacheControl: string | null = null): Promise<'ok' | 'too_large'> {
+  const [r] = await run(
+    tx<{ status: 'ok' | 'too_large' }[]>`select storage.finish_upload(${id}::uuid, ${size}::bigint, ${etag}, ${cacheControl}::text) as status`,
+  );
   return r.status;
 }
 
@@ -79,11 +81,16 @@ export interface ObjectMeta {
   etag: string | null;
   updated_at: Date | null;
   public: boolean | null;
+  cache_control: string | null;
+  created_at: Date | null;
 }
 
 export async function getObject(db: Db, ctx: RequestContext, bucket: string, name: string): Promise<ObjectMeta> {
   const [r] = await run(
-    db.withContext(ctx, (c) => c`select status, id, size, mime_type, etag, updated_at, public from storage.get_object(${bucket}, ${name})`),
+    db.withContext(
+      ctx,
+      (c) => c`select status, id, size, mime_type, etag, updated_at, public, cache_control, created_at from storage.get_object(${bucket}, ${name})`,
+    ),
   );
   return r as unknown as ObjectMeta;
 }
@@ -111,4 +118,99 @@ export async function deleteObject(
 /** Enqueue the `storage__sweep` job (one for all instances) unless one is pending. */
 export async function scheduleSweep(sql: Sql, delaySeconds: number): Promise<void> {
   await sql`select storage_private.schedule_sweep(${delaySeconds}::int)`;
+}
+
+/** An object of a public bucket, for anyone (no policies). */
+export async function getPublicObject(db: Db, bucket: string, name: string): Promise<ObjectMeta> {
+  const [r] = await run(
+    db.sql<ObjectMeta[]>`select status, id, size, mime_type, etag, updated_at, public, cache_control, created_at
+      from storage.get_public_object(${bucket}, ${name})`,
+  );
+  return r;
+}
+
+export async function getBucket(db: Db, ctx: RequestContext, id: string): Promise<string | null> {
+  const [r] = await run(db.withContext(ctx, (c) => c`select storage.get_bucket(${id}) as body`));
+  return (r.body as string | null) ?? null;
+}
+
+export async function updateBucket(db: Db, ctx: RequestContext, id: string, patch: Record<string, unknown>): Promise<'ok' | 'not_found'> {
+  const [r] = await run(db.withContext(ctx, (c) => c`select storage.update_bucket(${id}, ${JSON.stringify(patch)}::jsonb) as status`));
+  return r.status as 'ok' | 'not_found';
+}
+
+export async function emptyBucket(db: Db, ctx: RequestContext, id: string): Promise<{ status: 'ok' | 'not_found'; removed: { id: string; name: string }[] | null }> {
+  const [r] = await run(db.withContext(ctx, (c) => c`select status, removed from storage.empty_bucket(${id})`));
+  return r as unknown as { status: 'ok' | 'not_found'; removed: { id: string; name: string }[] | null };
+}
+
+export interface ListFolder {
+  prefix: string;
+  limit: number;
+  offset: number;
+  search: string;
+  sortColumn: string;
+  sortOrder: string;
+}
+
+export async function listFolder(
+  db: Db,
+  ctx: RequestContext,
+  bucket: string,
+  q: ListFolder,
+): Promise<{ status: 'ok' | 'bucket_not_found' | 'invalid_sort'; body: string | null }> {
+  const [r] = await run(
+    db.withContext(
+      ctx,
+      (c) => c`select status, body from storage.list_folder(${bucket}, ${q.prefix}, ${q.limit}::int, ${q.offset}::int, ${q.search}, ${q.sortColumn}, ${q.sortOrder})`,
+    ),
+  );
+  return r as unknown as { status: 'ok' | 'bucket_not_found' | 'invalid_sort'; body: string | null };
+}
+
+export async function objectInfo(db: Db, ctx: RequestContext, bucket: string, name: string): Promise<{ status: 'ok' | 'not_found' | 'bucket_not_found'; body: string | null }> {
+  const [r] = await run(db.withContext(ctx, (c) => c`select status, body from storage.object_info(${bucket}, ${name})`));
+  return r as unknown as { status: 'ok' | 'not_found' | 'bucket_not_found'; body: string | null };
+}
+
+export async function deleteObjects(db: Db, ctx: RequestContext, bucket: string, names: string[]): Promise<{ status: 'ok' | 'bucket_not_found'; body: string | null }> {
+  const [r] = await run(db.withContext(ctx, (c) => c`select status, body from storage.delete_objects(${bucket}, ${names}::text[])`));
+  return r as unknown as { status: 'ok' | 'bucket_not_found'; body: string | null };
+}
+
+export interface BeginCopy {
+  status: BeginUploadStatus | 'not_found';
+  src_id: string | null;
+  size: string | null;
+  mime_type: string | null;
+  cache_control: string | null;
+  object_id: string | null;
+  replaced: string | null;
+}
+
+export async function beginCopy(
+  tx: ReservedSql,
+  c: { srcBucket: string; srcName: string; dstBucket: string; dstName: string; upsert: boolean; move: boolean },
+): Promise<BeginCopy> {
+  const [r] = await run(
+    tx<BeginCopy[]>`select status, src_id, size, mime_type, cache_control, object_id, replaced
+      from storage.begin_copy(${c.srcBucket}, ${c.srcName}, ${c.dstBucket}, ${c.dstName}, ${c.upsert}, ${c.move})`,
+  );
+  return r;
+}
+
+/** Of `names`, those in `bucket` the caller may read. */
+export async function visibleObjects(db: Db, ctx: RequestContext, bucket: string, names: string[]): Promise<Set<string>> {
+  const rows = await run(db.withContext(ctx, (c) => c`select name from storage.visible_objects(${bucket}, ${names}::text[]) as name`));
+  return new Set(rows.map((r) => r.name as string));
+}
+
+/** Claim a signed upload token in the upload's transaction; false when it was used. */
+export async function claimUploadToken(tx: ReservedSql, jti: string, expiresAt: Date): Promise<boolean> {
+  const [r] = await run(tx<{ ok: boolean }[]>`select storage.claim_upload_token(${jti}::uuid, ${expiresAt}::timestamptz) as ok`);
+  return r.ok;
+}
+
+export async function purgeUploadTokens(sql: Sql): Promise<void> {
+  await sql`select storage_private.purge_upload_tokens()`;
 }

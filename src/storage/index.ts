@@ -49,19 +49,20 @@ export const storageArea: Area = {
       await backend.close?.();
     });
     registerStorageRoutes(app, deps, backend);
+    // At start (a crash's leftovers), in the background; then hourly by the job.
     if (backend.sweep) {
-      // At start (a crash's leftovers), in the background; then hourly by the job.
       started = sweep(deps, backend).catch((err: unknown) => deps.log.warn({ err }, 'storage: the sweep at start failed; the job will retry'));
-      await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS).catch((err: unknown) =>
-        deps.log.warn({ err }, 'storage: could not schedule the sweep job; the next start will'),
-      );
     }
+    await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS).catch((err: unknown) =>
+      deps.log.warn({ err }, 'storage: could not schedule the sweep job; the next start will'),
+    );
   },
   tasks(deps): TaskList {
     return {
       storage__sweep: async () => {
         const backend = backends.get(deps);
         if (backend?.sweep) await sweep(deps, backend);
+        await sdb.purgeUploadTokens(deps.db.sql);
         await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS);
       },
     };

@@ -16,12 +16,14 @@ import { Readable } from 'node:stream';
 import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../core/area.ts';
+import type { RequestContext } from '../core/db.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText, toAppError } from '../core/http.ts';
-import type { Backend, ByteRange, PendingPut } from './backends/backend.ts';
+import type { Backend, ByteRange, ObjectAddress, PendingPut } from './backends/backend.ts';
 import { downloadHeaders, pickMimeType } from './mime.ts';
 import * as sdb from './db.ts';
-import { bucketIdOk, invalidBucketId, parseBucketId, parseObjectPath } from './paths.ts';
+import { bucketIdOk, invalidBucketId, invalidObjectPath, objectNameOk, parseBucketId, parseObjectPath, rawPath } from './paths.ts';
+import { MAX_EXPIRES_IN, SIGN_ERRORS, Signer, type UploadGrant } from './signed.ts';
 
 export const STORAGE_ERRORS = {
   bucketNotFound: () => new AppError(404, 'bucket not found'),
@@ -37,7 +39,91 @@ export const STORAGE_ERRORS = {
 
 const OBJECT_PREFIX = '/storage/v1/object/';
 const LIST_PREFIX = '/storage/v1/object/list/';
+const INFO_PREFIX = '/storage/v1/object/info/';
+const PUBLIC_PREFIX = '/storage/v1/object/public/';
+const AUTHENTICATED_PREFIX = '/storage/v1/object/authenticated/';
+const SIGN_PREFIX = '/storage/v1/object/sign/';
+const UPLOAD_SIGN_PREFIX = '/storage/v1/object/upload/sign/';
 const BUCKET_PREFIX = '/storage/v1/bucket/';
+
+/** Signed URLs are served with the service role's sight: the token is the permission. */
+const SERVICE: RequestContext = Object.freeze({ role: 'service_role', claims: '{"role":"service_role"}', claimsObject: Object.freeze({ role: 'service_role' }) });
+
+/** A bucket's file_size_limit as sent: a whole number of bytes, or null. */
+function validLimit(v: unknown): boolean {
+  return v === null || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0);
+}
+
+/** A bucket's allowed_mime_types as sent: `type/subtype` strings, or null. */
+function validTypes(v: unknown): boolean {
+  return v === null || (Array.isArray(v) && v.every((t) => typeof t === 'string' && /^[^\s/]+\/[^\s/]+$/.test(t)));
+}
+
+/** begin_upload's refusals as errors. */
+function throwUnlessOk(status: sdb.BeginUploadStatus): void {
+  switch (status) {
+    case 'ok':
+      return;
+    case 'bucket_not_found':
+      throw STORAGE_ERRORS.bucketNotFound();
+    case 'too_large':
+      throw STORAGE_ERRORS.tooLarge();
+    case 'mime_not_allowed':
+      throw STORAGE_ERRORS.mimeNotAllowed();
+    case 'exists':
+      throw STORAGE_ERRORS.objectExists();
+    case 'forbidden':
+      throw ERRORS.permissionDenied();
+    default:
+      return status satisfies never;
+  }
+}
+
+/** Read a request body to its end, at most `limit` bytes (413 past it). */
+async function readBody(req: FastifyRequest, limit: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of req.raw as AsyncIterable<Buffer>) {
+    n += chunk.length;
+    if (n > limit) throw ERRORS.bodyTooLarge();
+    parts.push(chunk);
+  }
+  return Buffer.concat(parts, n);
+}
+
+/** Discard a body nobody needs (a POST that signs). */
+async function drain(req: FastifyRequest): Promise<void> {
+  await readBody(req, 64 * 1024);
+}
+
+/**
+ * A JSON object body in the raw scope (where no parser runs: an upload's bytes are never
+ * parsed): MAX_BODY_BYTES, then JSON, else 400 `invalid request body`. An empty body is `{}`.
+ */
+async function jsonBody(req: FastifyRequest, limit: number): Promise<Record<string, unknown>> {
+  const buf = await readBody(req, limit);
+  if (buf.length === 0) return {};
+  let v: unknown;
+  try {
+    v = JSON.parse(buf.toString('utf8'));
+  } catch {
+    throw ERRORS.invalidBody();
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw ERRORS.invalidBody();
+  return v as Record<string, unknown>;
+}
+
+/**
+ * The Cache-Control of a download: the uploader's (storage-js sends `max-age=3600`), kept
+ * `private` in a private bucket so that no shared cache keeps it; without one, `public,
+ * max-age=3600` in a public bucket and `private, no-cache` otherwise.
+ */
+function cacheControlFor(meta: sdb.ObjectMeta): string {
+  const asked = meta.cache_control;
+  if (asked === null) return meta.public ? 'public, max-age=3600' : 'private, no-cache';
+  if (meta.public || /\b(private|no-store)\b/i.test(asked)) return asked;
+  return `private, ${asked.replace(/\bpublic\s*,?\s*/i, '')}`;
+}
 
 interface Source {
   body: Readable;
@@ -45,12 +131,27 @@ interface Source {
   mimeType: string | null;
   /** Content-Length of a raw body; null for multipart or chunked bodies. */
   declaredSize: number | null;
+  /** The Cache-Control asked for: the `cache-control` header, or the multipart field `cacheControl`. */
+  cacheControl: string | null;
 }
 
-/** The multipart part `file` as a stream (contract §7); other parts are skipped. */
+/** A Cache-Control value to store: printable, bounded; a bare number of seconds is `max-age=<n>` (storage-js's form field). */
+function cacheControlOf(v: unknown): string | null {
+  if (typeof v !== 'string') return null;
+  const t = v.trim();
+  if (t === '' || t.length > 200 || !/^[\x20-\x7e]+$/.test(t)) return null;
+  return /^\d+$/.test(t) ? `max-age=${t}` : t;
+}
+
+/**
+ * The multipart part `file` as a stream (contract §7), or the file part without a name
+ * (storage-js sends a Blob so); other parts are skipped, but the field `cacheControl`
+ * before the file is kept.
+ */
 function multipartSource(req: FastifyRequest): Promise<Source> {
   return new Promise((resolve, reject) => {
     let file: Readable | null = null;
+    let cacheControl: string | null = null;
     let bb: BusboyInstance;
     try {
       bb = Busboy({
@@ -63,13 +164,16 @@ function multipartSource(req: FastifyRequest): Promise<Source> {
       return;
     }
     const raw = req.raw;
+    bb.on('field', (field: string, value: string) => {
+      if (field === 'cacheControl') cacheControl = cacheControlOf(value);
+    });
     bb.on('file', (field: string, stream: Readable, _filename: string, _enc: string, mimeType: string) => {
-      if (field !== 'file' || file !== null) {
+      if ((field !== 'file' && field !== '') || file !== null) {
         stream.resume();
         return;
       }
       file = stream;
-      resolve({ body: stream, mimeType, declaredSize: null });
+      resolve({ body: stream, mimeType, declaredSize: null, cacheControl });
     });
     bb.on('error', (err: Error) => {
       if (file) file.destroy(err);
@@ -94,7 +198,7 @@ function rawSource(req: FastifyRequest): Source {
   const len = req.headers['content-length'];
   const declared = len !== undefined && /^\d+$/.test(len) ? Number(len) : null;
   const ct = req.headers['content-type'];
-  return { body: req.raw, mimeType: ct ?? null, declaredSize: declared };
+  return { body: req.raw, mimeType: ct ?? null, declaredSize: declared, cacheControl: cacheControlOf(req.headers['cache-control']) };
 }
 
 /** Counts bytes and stops the stream with 413 past `limit`. */
@@ -141,6 +245,8 @@ function etagMatches(header: string | undefined, etag: string): boolean {
 
 export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend: Backend): void {
   const { db, credentials, log } = deps;
+  const signer = new Signer(deps.config.secret);
+  const json = (req: FastifyRequest) => jsonBody(req, deps.config.maxBodyBytes);
 
   // ---- buckets (JSON) ----
   app.post('/storage/v1/bucket', async (req, reply) => {
@@ -152,17 +258,9 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
     if (!bucketIdOk(id)) throw invalidBucketId();
     if (b.public !== undefined && b.public !== null && typeof b.public !== 'boolean') throw ERRORS.invalidBody();
     const limit = b.file_size_limit;
-    if (limit !== undefined && limit !== null && !(typeof limit === 'number' && Number.isSafeInteger(limit) && limit >= 0)) {
-      throw ERRORS.invalidBody();
-    }
+    if (limit !== undefined && !validLimit(limit)) throw ERRORS.invalidBody();
     const types = b.allowed_mime_types;
-    if (
-      types !== undefined &&
-      types !== null &&
-      !(Array.isArray(types) && types.every((t) => typeof t === 'string' && /^[^\s/]+\/[^\s/]+$/.test(t)))
-    ) {
-      throw ERRORS.invalidBody();
-    }
+    if (types !== undefined && !validTypes(types)) throw ERRORS.invalidBody();
     const r = await sdb.createBucket(db, cred, {
       id,
       public: b.public === true,
@@ -194,39 +292,77 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
     }
   });
 
+  app.get('/storage/v1/bucket/*', async (req, reply) => {
+    const cred = await credentials.api(req);
+    const id = parseBucketId(req.url, BUCKET_PREFIX, invalidBucketId);
+    const body = await sdb.getBucket(db, cred, id);
+    if (body === null) throw STORAGE_ERRORS.bucketNotFound();
+    return sendJsonText(reply, 200, body);
+  });
+
+  // storage-js `updateBucket`: the fields sent are set, the others kept.
+  app.put('/storage/v1/bucket/*', async (req, reply) => {
+    const cred = await credentials.serviceRole(req);
+    const id = parseBucketId(req.url, BUCKET_PREFIX, invalidBucketId);
+    const b = req.body as Record<string, unknown> | undefined;
+    if (typeof b !== 'object' || b === null || Array.isArray(b)) throw ERRORS.invalidBody();
+    const patch: Record<string, unknown> = {};
+    if (b.public !== undefined) {
+      if (b.public !== null && typeof b.public !== 'boolean') throw ERRORS.invalidBody();
+      patch.public = b.public;
+    }
+    if (b.file_size_limit !== undefined) {
+      if (!validLimit(b.file_size_limit)) throw ERRORS.invalidBody();
+      patch.file_size_limit = b.file_size_limit;
+    }
+    if (b.allowed_mime_types !== undefined) {
+      if (!validTypes(b.allowed_mime_types)) throw ERRORS.invalidBody();
+      patch.allowed_mime_types = b.allowed_mime_types;
+    }
+    if ((await sdb.updateBucket(db, cred, id, patch)) === 'not_found') throw STORAGE_ERRORS.bucketNotFound();
+    return reply.code(200).send({ message: 'bucket updated' });
+  });
+
+  // storage-js `emptyBucket`: POST /bucket/{id}/empty.
+  app.post('/storage/v1/bucket/*', async (req, reply) => {
+    const cred = await credentials.serviceRole(req);
+    const path = rawPath(req.url);
+    if (!path.endsWith('/empty')) throw ERRORS.notFound();
+    const id = parseBucketId(path.slice(0, -'/empty'.length), BUCKET_PREFIX, invalidBucketId);
+    const r = await sdb.emptyBucket(db, cred, id);
+    if (r.status === 'not_found') throw STORAGE_ERRORS.bucketNotFound();
+    for (const o of r.removed ?? []) {
+      await backend.delete({ bucket: id, name: o.name, id: o.id }).catch((err: unknown) => log.error({ err }, 'storage: could not remove deleted bytes'));
+    }
+    return reply.code(200).send({ message: 'bucket emptied' });
+  });
+
   // ---- objects (raw bodies) ----
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
 
-    scope.post('/storage/v1/object/*', async (req, reply) => {
-      const cred = await credentials.api(req);
-      const { bucket, name } = parseObjectPath(req.url, OBJECT_PREFIX);
-      const upsert = String(req.headers['x-upsert'] ?? '').toLowerCase() === 'true';
+    /**
+     * One upload as `ctx`: begin_upload (a refusal is answered before the body is read),
+     * the body through a byte counter to the back end, finish_upload, COMMIT. `claim`: the
+     * signed upload token this upload spends (in the same transaction).
+     */
+    const store = async (
+      req: FastifyRequest,
+      reply: FastifyReply,
+      o: { ctx: RequestContext; bucket: string; name: string; upsert: boolean; claim?: UploadGrant },
+    ): Promise<{ id: string; key: string }> => {
+      const { bucket, name } = o;
       const contentType = String(req.headers['content-type'] ?? '');
       const source = /^multipart\/form-data\b/i.test(contentType) ? await multipartSource(req) : rawSource(req);
       const mimeType = pickMimeType(source.mimeType, name);
       const put: { pending: PendingPut | null } = { pending: null };
       let out: { id: string; replaced: string | null };
       try {
-        out = await db.transactionWithContext(cred, async (tx) => {
-          const r = await sdb.beginUpload(tx, { bucket, name, mimeType, declaredSize: source.declaredSize, upsert });
-          switch (r.status) {
-            case 'ok':
-              break;
-            case 'bucket_not_found':
-              throw STORAGE_ERRORS.bucketNotFound();
-            case 'too_large':
-              throw STORAGE_ERRORS.tooLarge();
-            case 'mime_not_allowed':
-              throw STORAGE_ERRORS.mimeNotAllowed();
-            case 'exists':
-              throw STORAGE_ERRORS.objectExists();
-            case 'forbidden':
-              throw ERRORS.permissionDenied();
-            default:
-              return r.status satisfies never;
-          }
+        out = await db.transactionWithContext(o.ctx, async (tx) => {
+          if (o.claim && !(await sdb.claimUploadToken(tx, o.claim.jti, o.claim.expiresAt))) throw SIGN_ERRORS.used();
+          const r = await sdb.beginUpload(tx, { bucket, name, mimeType, declaredSize: source.declaredSize, upsert: o.upsert });
+          throwUnlessOk(r.status);
           const id = r.object_id!;
           const m = meter(source.body, Number(r.file_size_limit));
           try {
@@ -236,7 +372,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
             throw err;
           }
           const size = m.size();
-          if ((await sdb.finishUpload(tx, id, size, id.replaceAll('-', ''))) === 'too_large') throw STORAGE_ERRORS.tooLarge();
+          if ((await sdb.finishUpload(tx, id, size, id.replaceAll('-', ''), source.cacheControl)) === 'too_large') throw STORAGE_ERRORS.tooLarge();
           return { id, replaced: r.replaced };
         });
       } catch (err) {
@@ -246,17 +382,64 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
         if (!req.raw.complete) reply.header('connection', 'close');
         throw toAppError(err);
       }
+      await committed(put.pending!, out.id);
+      if (out.replaced !== null) void removeBytes({ bucket, name, id: out.replaced }, 'replaced');
+      return { id: out.id, key: `${bucket}/${name}` };
+    };
+
+    /** After COMMIT: the back end's own commit; if the bytes cannot be put in place, the committed row goes again. */
+    const committed = async (pending: PendingPut, id: string): Promise<void> => {
       try {
-        await put.pending!.commit();
+        await pending.commit();
       } catch (err) {
-        // The bytes could not be put in place: take the committed row back out.
-        await db.sql`delete from storage.objects where id = ${out.id}::uuid`.catch(() => {});
+        await db.sql`delete from storage.objects where id = ${id}::uuid`.catch(() => {});
         throw ERRORS.internal(err);
       }
-      if (out.replaced !== null) {
-        backend.delete({ bucket, name, id: out.replaced }).catch((err: unknown) => log.error({ err }, 'storage: could not remove replaced bytes'));
+    };
+
+    const removeBytes = (obj: ObjectAddress, what: string): Promise<void> =>
+      backend.delete(obj).catch((err: unknown) => log.error({ err }, `storage: could not remove ${what} bytes`));
+
+    scope.post('/storage/v1/object/*', async (req, reply) => {
+      const cred = await credentials.api(req);
+      const { bucket, name } = parseObjectPath(req.url, OBJECT_PREFIX);
+      const upsert = String(req.headers['x-upsert'] ?? '').toLowerCase() === 'true';
+      return reply.code(200).send(await store(req, reply, { ctx: cred, bucket, name, upsert }));
+    });
+
+    // storage-js `update`: the same upload, replacing what is there.
+    scope.put('/storage/v1/object/*', async (req, reply) => {
+      const cred = await credentials.api(req);
+      const { bucket, name } = parseObjectPath(req.url, OBJECT_PREFIX);
+      return reply.code(200).send(await store(req, reply, { ctx: cred, bucket, name, upsert: true }));
+    });
+
+    // ---- signed uploads ----
+    scope.post('/storage/v1/object/upload/sign/*', async (req, reply) => {
+      const cred = await credentials.api(req);
+      const { bucket, name } = parseObjectPath(req.url, UPLOAD_SIGN_PREFIX);
+      const upsert = String(req.headers['x-upsert'] ?? '').toLowerCase() === 'true';
+      await drain(req);
+      // The caller must be allowed to create the object now: begin_upload, rolled back.
+      const probe = new Error('probe');
+      try {
+        await db.transactionWithContext(cred, async (tx) => {
+          const r = await sdb.beginUpload(tx, { bucket, name, mimeType: pickMimeType(null, name), declaredSize: null, upsert });
+          if (r.status !== 'mime_not_allowed') throwUnlessOk(r.status);
+          throw probe;
+        });
+      } catch (err) {
+        if (err !== probe) throw toAppError(err);
       }
-      return reply.code(200).send({ id: out.id, key: `${bucket}/${name}` });
+      const token = await signer.upload(`${bucket}/${name}`, cred, upsert);
+      return reply.code(200).send({ url: `/object/upload/sign/${bucket}/${name}?token=${token}`, token });
+    });
+
+    scope.put('/storage/v1/object/upload/sign/*', async (req, reply) => {
+      const { bucket, name } = parseObjectPath(req.url, UPLOAD_SIGN_PREFIX);
+      const grant = await signer.verifyUpload((req.query as Record<string, unknown>).token, `${bucket}/${name}`);
+      const r = await store(req, reply, { ctx: grant.ctx, bucket, name, upsert: grant.upsert, claim: grant });
+      return reply.code(200).send({ Id: r.id, Key: r.key });
     });
 
     scope.get('/storage/v1/object/list/*', async (req, reply) => {
@@ -270,10 +453,8 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       return sendJsonText(reply, 200, r.body);
     });
 
-    const download = async (req: FastifyRequest, reply: FastifyReply) => {
-      const cred = await credentials.api(req);
-      const { bucket, name } = parseObjectPath(req.url, OBJECT_PREFIX);
-      const meta = await sdb.getObject(db, cred, bucket, name);
+    /** Send an object: headers (ETag, ranges, 304, the download safety headers), then its bytes. */
+    const serve = async (req: FastifyRequest, reply: FastifyReply, bucket: string, name: string, meta: sdb.ObjectMeta) => {
       if (meta.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
       if (meta.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
       const size = Number(meta.size);
@@ -282,8 +463,13 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       // types a browser runs as attachments (mime.ts). On every answer, 304 and HEAD included.
       const { 'content-type': contentType, ...safety } = downloadHeaders(meta.mime_type!, name);
       reply.headers(safety);
+      const download = (req.query as Record<string, unknown>).download;
+      if (typeof download === 'string') {
+        const file = download === '' ? name.slice(name.lastIndexOf('/') + 1) : download;
+        reply.header('content-disposition', `attachment; filename*=UTF-8''${encodeURIComponent(file)}`);
+      }
       reply.header('etag', etag);
-      reply.header('cache-control', meta.public ? 'public, max-age=3600' : 'private, no-cache');
+      reply.header('cache-control', cacheControlFor(meta));
       reply.header('last-modified', meta.updated_at!.toUTCString());
       reply.header('accept-ranges', 'bytes');
       if (etagMatches(req.headers['if-none-match'], etag)) return reply.code(304).send();
@@ -302,10 +488,173 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       }
       return reply.send(stream);
     };
-    scope.route({ method: ['GET', 'HEAD'], url: '/storage/v1/object/*', handler: download });
+
+    const download = async (req: FastifyRequest, reply: FastifyReply, prefix = OBJECT_PREFIX) => {
+      const cred = await credentials.api(req);
+      const { bucket, name } = parseObjectPath(req.url, prefix);
+      return serve(req, reply, bucket, name, await sdb.getObject(db, cred, bucket, name));
+    };
+    scope.route({ method: ['GET', 'HEAD'], url: '/storage/v1/object/*', handler: (req, reply) => download(req, reply) });
+    scope.route({ method: ['GET', 'HEAD'], url: '/storage/v1/object/authenticated/*', handler: (req, reply) => download(req, reply, AUTHENTICATED_PREFIX) });
+
+    // A public bucket's objects, to anyone, whatever the policies.
+    scope.route({
+      method: ['GET', 'HEAD'],
+      url: '/storage/v1/object/public/*',
+      handler: async (req, reply) => {
+        const { bucket, name } = parseObjectPath(req.url, PUBLIC_PREFIX);
+        return serve(req, reply, bucket, name, await sdb.getPublicObject(db, bucket, name));
+      },
+    });
+
+    // ---- signed URLs ----
+    scope.route({
+      method: ['GET', 'HEAD'],
+      url: '/storage/v1/object/sign/*',
+      handler: async (req, reply) => {
+        const { bucket, name } = parseObjectPath(req.url, SIGN_PREFIX);
+        await signer.verifyDownload((req.query as Record<string, unknown>).token, `${bucket}/${name}`);
+        return serve(req, reply, bucket, name, await sdb.getObject(db, SERVICE, bucket, name));
+      },
+    });
+
+    scope.post('/storage/v1/object/sign/*', async (req, reply) => {
+      const cred = await credentials.api(req);
+      const path = rawPath(req.url).slice(SIGN_PREFIX.length);
+      const body = await json(req);
+      const expiresIn = body.expiresIn;
+      if (typeof expiresIn !== 'number' || !Number.isSafeInteger(expiresIn) || expiresIn < 1 || expiresIn > MAX_EXPIRES_IN) {
+        throw ERRORS.invalidBody();
+      }
+      if (!path.includes('/')) {
+        // Several paths of one bucket: an entry each, with an error for those the caller cannot read.
+        const bucket = parseBucketId(req.url, SIGN_PREFIX, invalidObjectPath);
+        const paths = body.paths;
+        if (!Array.isArray(paths) || paths.length > 1000 || !paths.every((p) => typeof p === 'string')) throw ERRORS.invalidBody();
+        const valid = (paths as string[]).filter(objectNameOk);
+        const visible = await sdb.visibleObjects(db, cred, bucket, valid);
+        const out = [];
+        for (const p of paths as string[]) {
+          if (!visible.has(p)) {
+            out.push({ error: 'object not found', path: p, signedURL: null });
+            continue;
+          }
+          const token = await signer.download(`${bucket}/${p}`, expiresIn);
+          out.push({ error: null, path: p, signedURL: `/object/sign/${bucket}/${p}?token=${token}` });
+        }
+        return reply.code(200).send(out);
+      }
+      const { bucket, name } = parseObjectPath(req.url, SIGN_PREFIX);
+      const meta = await sdb.getObject(db, cred, bucket, name);
+      if (meta.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
+      if (meta.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
+      const token = await signer.download(`${bucket}/${name}`, expiresIn);
+      return reply.code(200).send({ signedURL: `/object/sign/${bucket}/${name}?token=${token}` });
+    });
+
+    // ---- storage-js: info, list, copy, move, remove ----
+    scope.get('/storage/v1/object/info/*', async (req, reply) => {
+      const cred = await credentials.api(req);
+      const { bucket, name } = parseObjectPath(req.url, INFO_PREFIX);
+      const r = await sdb.objectInfo(db, cred, bucket, name);
+      if (r.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
+      if (r.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
+      return sendJsonText(reply, 200, r.body!);
+    });
+
+    scope.post('/storage/v1/object/list/*', async (req, reply) => {
+      const cred = await credentials.api(req);
+      const bucket = parseBucketId(req.url, LIST_PREFIX, invalidObjectPath);
+      const b = await json(req);
+      const sortBy = (b.sortBy ?? {}) as Record<string, unknown>;
+      const q = {
+        prefix: b.prefix ?? '',
+        limit: b.limit ?? 100,
+        offset: b.offset ?? 0,
+        search: b.search ?? '',
+        sortColumn: sortBy.column ?? 'name',
+        sortOrder: sortBy.order ?? 'asc',
+      };
+      if (
+        typeof sortBy !== 'object' ||
+        typeof q.prefix !== 'string' ||
+        typeof q.search !== 'string' ||
+        typeof q.sortColumn !== 'string' ||
+        typeof q.sortOrder !== 'string' ||
+        !/^(asc|desc)$/i.test(q.sortOrder) ||
+        !(Number.isSafeInteger(q.limit) && (q.limit as number) >= 0 && (q.limit as number) <= 10_000) ||
+        !(Number.isSafeInteger(q.offset) && (q.offset as number) >= 0)
+      ) {
+        throw ERRORS.invalidBody();
+      }
+      const r = await sdb.listFolder(db, cred, bucket, q as sdb.ListFolder);
+      if (r.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
+      if (r.status === 'invalid_sort') throw ERRORS.invalidBody();
+      return sendJsonText(reply, 200, r.body!);
+    });
+
+    /** copy and move: the source as the caller sees it, the bytes into a new object, the source gone on a move. */
+    const copyOrMove = async (req: FastifyRequest, move: boolean) => {
+      const cred = await credentials.api(req);
+      const b = await json(req);
+      const srcBucket = b.bucketId;
+      const dstBucket = b.destinationBucket ?? srcBucket;
+      const srcName = b.sourceKey;
+      const dstName = b.destinationKey;
+      if (typeof srcBucket !== 'string' || typeof dstBucket !== 'string' || typeof srcName !== 'string' || typeof dstName !== 'string') {
+        throw ERRORS.invalidBody();
+      }
+      if (!bucketIdOk(srcBucket) || !bucketIdOk(dstBucket) || !objectNameOk(srcName) || !objectNameOk(dstName)) throw invalidObjectPath();
+      const upsert = !move && String(req.headers['x-upsert'] ?? '').toLowerCase() === 'true';
+      const put: { pending: PendingPut | null } = { pending: null };
+      let out: { id: string; src: string; replaced: string | null };
+      try {
+        out = await db.transactionWithContext(cred, async (tx) => {
+          const r = await sdb.beginCopy(tx, { srcBucket, srcName, dstBucket, dstName, upsert, move });
+          if (r.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
+          throwUnlessOk(r.status);
+          const size = Number(r.size);
+          const bytes = await backend.get({ bucket: srcBucket, name: srcName, id: r.src_id! }, size, null);
+          if (bytes === null) throw STORAGE_ERRORS.objectNotFound();
+          const id = r.object_id!;
+          put.pending = await backend.put(tx, { bucket: dstBucket, name: dstName, id }, bytes, r.mime_type!);
+          await sdb.finishUpload(tx, id, size, id.replaceAll('-', ''), r.cache_control);
+          return { id, src: r.src_id!, replaced: r.replaced };
+        });
+      } catch (err) {
+        await put.pending?.abort().catch((e: unknown) => log.error({ err: e }, 'storage: could not remove the bytes of a failed copy'));
+        throw toAppError(err);
+      }
+      await committed(put.pending!, out.id);
+      if (move) await removeBytes({ bucket: srcBucket, name: srcName, id: out.src }, 'moved');
+      if (out.replaced !== null) void removeBytes({ bucket: dstBucket, name: dstName, id: out.replaced }, 'replaced');
+      return { id: out.id, key: `${dstBucket}/${dstName}` };
+    };
+
+    scope.post('/storage/v1/object/copy', async (req, reply) => {
+      const r = await copyOrMove(req, false);
+      return reply.code(200).send({ Id: r.id, Key: r.key });
+    });
+
+    scope.post('/storage/v1/object/move', async (req, reply) => {
+      await copyOrMove(req, true);
+      return reply.code(200).send({ message: 'object moved' });
+    });
 
     scope.delete('/storage/v1/object/*', async (req, reply) => {
       const cred = await credentials.api(req);
+      if (!rawPath(req.url).slice(OBJECT_PREFIX.length).includes('/')) {
+        // storage-js `remove(paths)`: DELETE /object/{bucket} with {prefixes}; the deleted objects back.
+        const bucket = parseBucketId(req.url, OBJECT_PREFIX, invalidObjectPath);
+        const b = await json(req);
+        const names = b.prefixes;
+        if (!Array.isArray(names) || names.length > 1000 || !names.every((n) => typeof n === 'string')) throw ERRORS.invalidBody();
+        const r = await sdb.deleteObjects(db, cred, bucket, (names as string[]).filter(objectNameOk));
+        if (r.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
+        const gone = JSON.parse(r.body!) as { id: string; name: string }[];
+        for (const g of gone) await removeBytes({ bucket, name: g.name, id: g.id }, 'deleted');
+        return sendJsonText(reply, 200, r.body!);
+      }
       const { bucket, name } = parseObjectPath(req.url, OBJECT_PREFIX);
       const r = await sdb.deleteObject(db, cred, bucket, name);
       switch (r.status) {
@@ -320,7 +669,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
         default:
           return r.status satisfies never;
       }
-      await backend.delete({ bucket, name, id: r.id! }).catch((err: unknown) => log.error({ err }, 'storage: could not remove deleted bytes'));
+      await removeBytes({ bucket, name, id: r.id! }, 'deleted');
       return reply.code(200).send({ message: 'object deleted' });
     });
   });
