@@ -3,3 +3,4 @@
 --!include storage/functions.sql
 --!include storage/sweep.sql
 --!include storage/api.sql
+--!include storage/resumable.sql

@@ -214,3 +214,80 @@ export async function claimUploadToken(tx: ReservedSql, jti: string, expiresAt: 
 export async function purgeUploadTokens(sql: Sql): Promise<void> {
   await sql`select storage_private.purge_upload_tokens()`;
 }
+
+// ---- resumable uploads (resumable.sql), with the service's own connection ----
+
+export interface Resumable {
+  id: string;
+  bucket_id: string;
+  name: string;
+  role: string;
+  sub: string | null;
+  mime_type: string;
+  cache_control: string | null;
+  upsert: boolean;
+  length: string;
+  offset: string;
+  expires_at: Date;
+}
+
+export async function createResumable(
+  sql: Sql,
+  u: { bucket: string; name: string; role: string; sub: string | null; mimeType: string; cacheControl: string | null; upsert: boolean; length: number },
+): Promise<Resumable> {
+  const [r] = await run(
+    sql<Resumable[]>`insert into storage_private.resumable_uploads (bucket_id, name, role, sub, mime_type, cache_control, upsert, length)
+      values (${u.bucket}, ${u.name}, ${u.role}, ${u.sub}, ${u.mimeType}, ${u.cacheControl}, ${u.upsert}, ${u.length}::bigint)
+      returning id, bucket_id, name, role, sub, mime_type, cache_control, upsert, length, "offset", expires_at`,
+  );
+  return r;
+}
+
+/** A live upload (not expired), or null. */
+export async function getResumable(sql: Sql, id: string): Promise<Resumable | null> {
+  const [r] = await run(
+    sql<Resumable[]>`select id, bucket_id, name, role, sub, mime_type, cache_control, upsert, length, "offset", expires_at
+      from storage_private.resumable_uploads where id = ${id}::uuid and expires_at > pg_catalog.now()`,
+  );
+  return r ?? null;
+}
+
+export type TakeStatus = 'ok' | 'not_found' | 'busy' | 'offset_mismatch';
+
+export async function takeResumable(sql: Sql, id: string, writer: string, expectedOffset: number, leaseSeconds: number): Promise<TakeStatus> {
+  const [r] = await run(sql<{ s: TakeStatus }[]>`select storage_private.take_resumable(${id}::uuid, ${writer}::uuid, ${expectedOffset}::bigint, ${leaseSeconds}::int) as s`);
+  return r.s;
+}
+
+export async function advanceResumable(sql: Sql, id: string, writer: string, offset: number): Promise<boolean> {
+  const [r] = await run(sql<{ ok: boolean }[]>`select storage_private.advance_resumable(${id}::uuid, ${writer}::uuid, ${offset}::bigint) as ok`);
+  return r.ok;
+}
+
+export async function putResumablePart(sql: Sql, id: string, writer: string, at: number, data: Buffer): Promise<boolean> {
+  const [r] = await run(
+    sql<{ ok: boolean }[]>`select storage_private.put_resumable_part(${id}::uuid, ${writer}::uuid, ${at}::bigint, pg_catalog.decode(${data.toString('base64')}, 'base64')) as ok`,
+  );
+  return r.ok;
+}
+
+export async function releaseResumable(sql: Sql, id: string, writer: string): Promise<void> {
+  await run(sql`select storage_private.release_resumable(${id}::uuid, ${writer}::uuid)`);
+}
+
+export async function deleteResumable(sql: Sql, id: string): Promise<void> {
+  await run(sql`delete from storage_private.resumable_uploads where id = ${id}::uuid`);
+}
+
+/** Staged parts from `from` on, a few per statement. */
+export async function resumableParts(sql: Sql, id: string, from: number, limit: number): Promise<{ offset: string; data: string }[]> {
+  return run(
+    sql<{ offset: string; data: string }[]>`select "offset", pg_catalog.encode(data, 'base64') as data from storage_private.resumable_parts
+      where upload_id = ${id}::uuid and "offset" >= ${from}::bigint order by "offset" limit ${limit}`,
+  );
+}
+
+export async function expiredResumables(sql: Sql): Promise<string[]> {
+  const rows = await run(sql<{ id: string }[]>`select id from storage_private.expired_resumables() as id`);
+  return rows.map((r) => r.id);
+}

@@ -13,6 +13,7 @@ import type { Backend } from './backends/backend.ts';
 import { databaseBackend } from './backends/database.ts';
 import { diskBackend } from './backends/disk.ts';
 import * as sdb from './db.ts';
+import { registerResumableRoutes, stagingFor, sweepResumable, type Staging } from './resumable.ts';
 import { registerStorageRoutes } from './routes.ts';
 
 /** The S3 client (the AWS SDK, several MB of code and heap) loads only when it is the backend. */
@@ -30,29 +31,29 @@ export async function createBackend(deps: Deps): Promise<Backend> {
 
 const SWEEP_EVERY_SECONDS = 3600;
 
-/** Per service instance: its back end, for the worker task. */
-const backends = new WeakMap<Deps, Backend>();
+/** Per service instance: its back end and resumable staging, for the worker task. */
+const backends = new WeakMap<Deps, { backend: Backend; staging: Staging }>();
 
-async function sweep(deps: Deps, backend: Backend): Promise<void> {
-  const removed = await backend.sweep!();
-  if (removed > 0) deps.log.info({ removed }, 'storage: leftover files of interrupted uploads removed');
+async function sweep(deps: Deps, backend: Backend, staging: Staging): Promise<void> {
+  const removed = (backend.sweep ? await backend.sweep() : 0) + (await sweepResumable(deps.db.sql, staging));
+  if (removed > 0) deps.log.info({ removed }, 'storage: leftovers of interrupted and expired uploads removed');
 }
 
 export const storageArea: Area = {
   name: 'storage',
   async register(app, deps) {
     const backend = await createBackend(deps);
-    backends.set(deps, backend);
+    const staging = stagingFor(backend, deps.config.storageDir, deps.db.sql);
+    backends.set(deps, { backend, staging });
     let started: Promise<void> = Promise.resolve();
     app.addHook('onClose', async () => {
       await started;
       await backend.close?.();
     });
     registerStorageRoutes(app, deps, backend);
+    registerResumableRoutes(app, deps, backend, staging);
     // At start (a crash's leftovers), in the background; then hourly by the job.
-    if (backend.sweep) {
-      started = sweep(deps, backend).catch((err: unknown) => deps.log.warn({ err }, 'storage: the sweep at start failed; the job will retry'));
-    }
+    started = sweep(deps, backend, staging).catch((err: unknown) => deps.log.warn({ err }, 'storage: the sweep at start failed; the job will retry'));
     await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS).catch((err: unknown) =>
       deps.log.warn({ err }, 'storage: could not schedule the sweep job; the next start will'),
     );
@@ -60,8 +61,8 @@ export const storageArea: Area = {
   tasks(deps): TaskList {
     return {
       storage__sweep: async () => {
-        const backend = backends.get(deps);
-        if (backend?.sweep) await sweep(deps, backend);
+        const b = backends.get(deps);
+        if (b) await sweep(deps, b.backend, b.staging);
         await sdb.purgeUploadTokens(deps.db.sql);
         await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS);
       },

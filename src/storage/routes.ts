@@ -60,7 +60,7 @@ function validTypes(v: unknown): boolean {
 }
 
 /** begin_upload's refusals as errors. */
-function throwUnlessOk(status: sdb.BeginUploadStatus): void {
+export function throwUnlessOk(status: sdb.BeginUploadStatus): void {
   switch (status) {
     case 'ok':
       return;
@@ -400,22 +400,35 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
     const removeBytes = (obj: ObjectAddress, what: string): Promise<void> =>
       backend.delete(obj).catch((err: unknown) => log.error({ err }, `storage: could not remove ${what} bytes`));
 
-    scope.post('/storage/v1/object/*', async (req, reply) => {
+    const upload = async (req: FastifyRequest, reply: FastifyReply) => {
       const cred = await credentials.api(req);
       const { bucket, name } = parseObjectPath(req.url, OBJECT_PREFIX);
       const upsert = String(req.headers['x-upsert'] ?? '').toLowerCase() === 'true';
       return reply.code(200).send(await store(req, reply, { ctx: cred, bucket, name, upsert }));
-    });
+    };
+    scope.post('/storage/v1/object/*', upload);
 
     // storage-js `update`: the same upload, replacing what is there.
-    scope.put('/storage/v1/object/*', async (req, reply) => {
+    const update = async (req: FastifyRequest, reply: FastifyReply) => {
       const cred = await credentials.api(req);
       const { bucket, name } = parseObjectPath(req.url, OBJECT_PREFIX);
       return reply.code(200).send(await store(req, reply, { ctx: cred, bucket, name, upsert: true }));
-    });
+    };
+    scope.put('/storage/v1/object/*', update);
+
+    /**
+     * The Supabase routes under /object/<word>/… (public, authenticated, sign, info, list,
+     * upload) would hide a bucket of that name from the seed's /object/{bucket}/… routes:
+     * while a bucket of that name exists, the seed's route serves the request.
+     */
+    type Handler = (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+    const unlessBucket = (word: string, seed: Handler, handler: Handler): Handler => async (req, reply) => {
+      const [r] = await db.sql<{ taken: boolean }[]>`select exists (select 1 from storage.buckets where id = ${word}) as taken`;
+      return r.taken ? seed(req, reply) : handler(req, reply);
+    };
 
     // ---- signed uploads ----
-    scope.post('/storage/v1/object/upload/sign/*', async (req, reply) => {
+    scope.post('/storage/v1/object/upload/sign/*', unlessBucket('upload', upload, async (req, reply) => {
       const cred = await credentials.api(req);
       const { bucket, name } = parseObjectPath(req.url, UPLOAD_SIGN_PREFIX);
       const upsert = String(req.headers['x-upsert'] ?? '').toLowerCase() === 'true';
@@ -433,14 +446,14 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       }
       const token = await signer.upload(`${bucket}/${name}`, cred, upsert);
       return reply.code(200).send({ url: `/object/upload/sign/${bucket}/${name}?token=${token}`, token });
-    });
+    }));
 
-    scope.put('/storage/v1/object/upload/sign/*', async (req, reply) => {
+    scope.put('/storage/v1/object/upload/sign/*', unlessBucket('upload', update, async (req, reply) => {
       const { bucket, name } = parseObjectPath(req.url, UPLOAD_SIGN_PREFIX);
       const grant = await signer.verifyUpload((req.query as Record<string, unknown>).token, `${bucket}/${name}`);
       const r = await store(req, reply, { ctx: grant.ctx, bucket, name, upsert: grant.upsert, claim: grant });
       return reply.code(200).send({ Id: r.id, Key: r.key });
-    });
+    }));
 
     scope.get('/storage/v1/object/list/*', async (req, reply) => {
       const cred = await credentials.api(req);
@@ -494,31 +507,36 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       const { bucket, name } = parseObjectPath(req.url, prefix);
       return serve(req, reply, bucket, name, await sdb.getObject(db, cred, bucket, name));
     };
-    scope.route({ method: ['GET', 'HEAD'], url: '/storage/v1/object/*', handler: (req, reply) => download(req, reply) });
-    scope.route({ method: ['GET', 'HEAD'], url: '/storage/v1/object/authenticated/*', handler: (req, reply) => download(req, reply, AUTHENTICATED_PREFIX) });
+    const seedDownload: Handler = (req, reply) => download(req, reply);
+    scope.route({ method: ['GET', 'HEAD'], url: '/storage/v1/object/*', handler: seedDownload });
+    scope.route({
+      method: ['GET', 'HEAD'],
+      url: '/storage/v1/object/authenticated/*',
+      handler: unlessBucket('authenticated', seedDownload, (req, reply) => download(req, reply, AUTHENTICATED_PREFIX)),
+    });
 
     // A public bucket's objects, to anyone, whatever the policies.
     scope.route({
       method: ['GET', 'HEAD'],
       url: '/storage/v1/object/public/*',
-      handler: async (req, reply) => {
+      handler: unlessBucket('public', seedDownload, async (req, reply) => {
         const { bucket, name } = parseObjectPath(req.url, PUBLIC_PREFIX);
         return serve(req, reply, bucket, name, await sdb.getPublicObject(db, bucket, name));
-      },
+      }),
     });
 
     // ---- signed URLs ----
     scope.route({
       method: ['GET', 'HEAD'],
       url: '/storage/v1/object/sign/*',
-      handler: async (req, reply) => {
+      handler: unlessBucket('sign', seedDownload, async (req, reply) => {
         const { bucket, name } = parseObjectPath(req.url, SIGN_PREFIX);
         await signer.verifyDownload((req.query as Record<string, unknown>).token, `${bucket}/${name}`);
         return serve(req, reply, bucket, name, await sdb.getObject(db, SERVICE, bucket, name));
-      },
+      }),
     });
 
-    scope.post('/storage/v1/object/sign/*', async (req, reply) => {
+    scope.post('/storage/v1/object/sign/*', unlessBucket('sign', upload, async (req, reply) => {
       const cred = await credentials.api(req);
       const path = rawPath(req.url).slice(SIGN_PREFIX.length);
       const body = await json(req);
@@ -550,19 +568,23 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       if (meta.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
       const token = await signer.download(`${bucket}/${name}`, expiresIn);
       return reply.code(200).send({ signedURL: `/object/sign/${bucket}/${name}?token=${token}` });
-    });
+    }));
 
     // ---- storage-js: info, list, copy, move, remove ----
-    scope.get('/storage/v1/object/info/*', async (req, reply) => {
-      const cred = await credentials.api(req);
-      const { bucket, name } = parseObjectPath(req.url, INFO_PREFIX);
-      const r = await sdb.objectInfo(db, cred, bucket, name);
-      if (r.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
-      if (r.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
-      return sendJsonText(reply, 200, r.body!);
+    scope.route({
+      method: ['GET'],
+      url: '/storage/v1/object/info/*',
+      handler: unlessBucket('info', seedDownload, async (req, reply) => {
+        const cred = await credentials.api(req);
+        const { bucket, name } = parseObjectPath(req.url, INFO_PREFIX);
+        const r = await sdb.objectInfo(db, cred, bucket, name);
+        if (r.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
+        if (r.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
+        return sendJsonText(reply, 200, r.body!);
+      }),
     });
 
-    scope.post('/storage/v1/object/list/*', async (req, reply) => {
+    scope.post('/storage/v1/object/list/*', unlessBucket('list', upload, async (req, reply) => {
       const cred = await credentials.api(req);
       const bucket = parseBucketId(req.url, LIST_PREFIX, invalidObjectPath);
       const b = await json(req);
@@ -591,7 +613,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       if (r.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
       if (r.status === 'invalid_sort') throw ERRORS.invalidBody();
       return sendJsonText(reply, 200, r.body!);
-    });
+    }));
 
     /** copy and move: the source as the caller sees it, the bytes into a new object, the source gone on a move. */
     const copyOrMove = async (req: FastifyRequest, move: boolean) => {

@@ -42,6 +42,8 @@ export interface Backend {
   get(obj: ObjectAddress, size: number, range: ByteRange | null): Promise<Readable | null>;
   /** Remove an object's bytes after its row was deleted (idempotent). */
   delete(obj: ObjectAddress): Promise<void>;
+  /** Take a whole file (a finished resumable upload staged on the same disk) as the object's bytes, before the metadata commits. */
+  adopt?(obj: ObjectAddress, file: string): Promise<PendingPut>;
   /** Remove bytes that no committed object names and no upload in progress holds (a crash's leftovers); returns how many went. */
   sweep?(): Promise<number>;
   close?(): Promise<void>;

@@ -72,7 +72,7 @@ export function diskBackend(root: string, db: Db): Backend {
       return;
     }
     for (const b of buckets) {
-      if (!b.isDirectory() || b.name === TMP) continue;
+      if (!b.isDirectory() || b.name.startsWith('.')) continue; // .tmp, .tus: no bucket id starts with a dot
       const bucketDir = join(base, b.name);
       let entries: Dirent[];
       try {
@@ -120,6 +120,19 @@ export function diskBackend(root: string, db: Db): Backend {
         await rm(tmp, { force: true });
         throw err;
       }
+      return {
+        async commit() {},
+        async abort() {
+          await removePlaced(dest, bucketDir);
+        },
+      };
+    },
+
+    async adopt(obj, file): Promise<PendingPut> {
+      const dest = finalPath(obj);
+      const bucketDir = resolve(base, obj.bucket);
+      await mkdir(dirname(dest), { recursive: true });
+      await rename(file, dest);
       return {
         async commit() {},
         async abort() {
