@@ -15,6 +15,7 @@ import { diskBackend } from './backends/disk.ts';
 import * as sdb from './db.ts';
 import { registerResumableRoutes, stagingFor, sweepResumable, type Staging } from './resumable.ts';
 import { registerStorageRoutes } from './routes.ts';
+import { ImageCache } from './transform.ts';
 
 /** The S3 client (the AWS SDK, several MB of code and heap) loads only when it is the backend. */
 export async function createBackend(deps: Deps): Promise<Backend> {
@@ -32,10 +33,11 @@ export async function createBackend(deps: Deps): Promise<Backend> {
 const SWEEP_EVERY_SECONDS = 3600;
 
 /** Per service instance: its back end and resumable staging, for the worker task. */
-const backends = new WeakMap<Deps, { backend: Backend; staging: Staging }>();
+const backends = new WeakMap<Deps, { backend: Backend; staging: Staging; images: ImageCache }>();
 
-async function sweep(deps: Deps, backend: Backend, staging: Staging): Promise<void> {
-  const removed = (backend.sweep ? await backend.sweep() : 0) + (await sweepResumable(deps.db.sql, staging));
+async function sweep(deps: Deps, backend: Backend, staging: Staging, images: ImageCache): Promise<void> {
+  const removed =
+    (backend.sweep ? await backend.sweep() : 0) + (await sweepResumable(deps.db.sql, staging)) + (await images.sweep(deps.db.sql));
   if (removed > 0) deps.log.info({ removed }, 'storage: leftovers of interrupted and expired uploads removed');
 }
 
@@ -44,16 +46,17 @@ export const storageArea: Area = {
   async register(app, deps) {
     const backend = await createBackend(deps);
     const staging = stagingFor(backend, deps.config.storageDir, deps.db.sql);
-    backends.set(deps, { backend, staging });
+    const images = new ImageCache(deps.config.dataDir);
+    backends.set(deps, { backend, staging, images });
     let started: Promise<void> = Promise.resolve();
     app.addHook('onClose', async () => {
       await started;
       await backend.close?.();
     });
-    registerStorageRoutes(app, deps, backend);
+    registerStorageRoutes(app, deps, backend, images);
     registerResumableRoutes(app, deps, backend, staging);
     // At start (a crash's leftovers), in the background; then hourly by the job.
-    started = sweep(deps, backend, staging).catch((err: unknown) => deps.log.warn({ err }, 'storage: the sweep at start failed; the job will retry'));
+    started = sweep(deps, backend, staging, images).catch((err: unknown) => deps.log.warn({ err }, 'storage: the sweep at start failed; the job will retry'));
     await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS).catch((err: unknown) =>
       deps.log.warn({ err }, 'storage: could not schedule the sweep job; the next start will'),
     );
@@ -62,7 +65,7 @@ export const storageArea: Area = {
     return {
       storage__sweep: async () => {
         const b = backends.get(deps);
-        if (b) await sweep(deps, b.backend, b.staging);
+        if (b) await sweep(deps, b.backend, b.staging, b.images);
         await sdb.purgeUploadTokens(deps.db.sql);
         await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS);
       },

@@ -24,6 +24,7 @@ import { downloadHeaders, pickMimeType } from './mime.ts';
 import * as sdb from './db.ts';
 import { bucketIdOk, invalidBucketId, invalidObjectPath, objectNameOk, parseBucketId, parseObjectPath, rawPath } from './paths.ts';
 import { MAX_EXPIRES_IN, SIGN_ERRORS, Signer, type UploadGrant } from './signed.ts';
+import { ImageCache, parseTransform, TRANSFORM_ERRORS, type Transform } from './transform.ts';
 
 export const STORAGE_ERRORS = {
   bucketNotFound: () => new AppError(404, 'bucket not found'),
@@ -45,6 +46,7 @@ const AUTHENTICATED_PREFIX = '/storage/v1/object/authenticated/';
 const SIGN_PREFIX = '/storage/v1/object/sign/';
 const UPLOAD_SIGN_PREFIX = '/storage/v1/object/upload/sign/';
 const BUCKET_PREFIX = '/storage/v1/bucket/';
+const RENDER_PREFIX = '/storage/v1/render/image/';
 
 /** Signed URLs are served with the service role's sight: the token is the permission. */
 const SERVICE: RequestContext = Object.freeze({ role: 'service_role', claims: '{"role":"service_role"}', claimsObject: Object.freeze({ role: 'service_role' }) });
@@ -243,7 +245,7 @@ function etagMatches(header: string | undefined, etag: string): boolean {
   });
 }
 
-export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend: Backend): void {
+export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend: Backend, images: ImageCache): void {
   const { db, credentials, log } = deps;
   const signer = new Signer(deps.config.secret);
   const json = (req: FastifyRequest) => jsonBody(req, deps.config.maxBodyBytes);
@@ -335,6 +337,52 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       await backend.delete({ bucket: id, name: o.name, id: o.id }).catch((err: unknown) => log.error({ err }, 'storage: could not remove deleted bytes'));
     }
     return reply.code(200).send({ message: 'bucket emptied' });
+  });
+
+  // ---- image transformations (transform.ts) ----
+  const render = async (req: FastifyRequest, reply: FastifyReply, bucket: string, name: string, meta: sdb.ObjectMeta, t: Transform) => {
+    if (meta.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
+    if (meta.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
+    const size = Number(meta.size);
+    const v = await images.variant(meta.id!, meta.mime_type!, size, t, () => backend.get({ bucket, name, id: meta.id! }, size, null));
+    if (v === null) throw STORAGE_ERRORS.objectNotFound();
+    const etag = `"${v.key}"`;
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('etag', etag);
+    reply.header('cache-control', cacheControlFor(meta));
+    reply.header('last-modified', meta.updated_at!.toUTCString());
+    if (etagMatches(req.headers['if-none-match'], etag)) return reply.code(304).send();
+    reply.type(v.contentType);
+    reply.header('content-length', v.size);
+    if (req.method === 'HEAD') return reply.code(200).send();
+    return reply.code(200).send(images.open(v));
+  };
+  const renderEnabled = () => {
+    if (!deps.config.imageTransformation) throw TRANSFORM_ERRORS.disabled();
+  };
+
+  app.get(`${RENDER_PREFIX}authenticated/*`, async (req, reply) => {
+    renderEnabled();
+    const cred = await credentials.api(req);
+    const { bucket, name } = parseObjectPath(req.url, `${RENDER_PREFIX}authenticated/`);
+    const t = parseTransform(req.query as Record<string, unknown>);
+    return render(req, reply, bucket, name, await sdb.getObject(db, cred, bucket, name), t);
+  });
+
+  app.get(`${RENDER_PREFIX}public/*`, async (req, reply) => {
+    renderEnabled();
+    const { bucket, name } = parseObjectPath(req.url, `${RENDER_PREFIX}public/`);
+    const t = parseTransform(req.query as Record<string, unknown>);
+    return render(req, reply, bucket, name, await sdb.getPublicObject(db, bucket, name), t);
+  });
+
+  app.get(`${RENDER_PREFIX}sign/*`, async (req, reply) => {
+    renderEnabled();
+    const { bucket, name } = parseObjectPath(req.url, `${RENDER_PREFIX}sign/`);
+    const q = req.query as Record<string, unknown>;
+    const signed = await signer.verifyDownload(q.token, `${bucket}/${name}`);
+    const t = parseTransform(signed ?? q);
+    return render(req, reply, bucket, name, await sdb.getObject(db, SERVICE, bucket, name), t);
   });
 
   // ---- objects (raw bodies) ----
@@ -566,6 +614,13 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       const meta = await sdb.getObject(db, cred, bucket, name);
       if (meta.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
       if (meta.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
+      if (typeof body.transform === 'object' && body.transform !== null && Object.keys(body.transform).length > 0) {
+        // A signed rendition: the token carries the transformation (checked now), the URL is the render route.
+        const transform = body.transform as Record<string, unknown>;
+        parseTransform(transform);
+        const token = await signer.download(`${bucket}/${name}`, expiresIn, transform);
+        return reply.code(200).send({ signedURL: `/render/image/sign/${bucket}/${name}?token=${token}` });
+      }
       const token = await signer.download(`${bucket}/${name}`, expiresIn);
       return reply.code(200).send({ signedURL: `/object/sign/${bucket}/${name}?token=${token}` });
     }));

@@ -54,14 +54,15 @@ export class Signer {
     return payload;
   }
 
-  /** A download token for `<bucket>/<path>`, valid `seconds`. */
-  download(url: string, seconds: number): Promise<string> {
-    return this.#sign({ url, purpose: 'download' }, seconds);
+  /** A download token for `<bucket>/<path>`, valid `seconds`; with `transform`, for that rendition only. */
+  download(url: string, seconds: number, transform?: Record<string, unknown>): Promise<string> {
+    return this.#sign(transform ? { url, purpose: 'download', transform } : { url, purpose: 'download' }, seconds);
   }
 
-  /** Throws 400 unless `token` is a live download token for exactly `url`. */
-  async verifyDownload(token: unknown, url: string): Promise<void> {
-    await this.#verify(token, 'download', url);
+  /** Throws 400 unless `token` is a live download token for exactly `url`; returns the transformation it carries. */
+  async verifyDownload(token: unknown, url: string): Promise<Record<string, unknown> | null> {
+    const p = await this.#verify(token, 'download', url);
+    return typeof p.transform === 'object' && p.transform !== null ? (p.transform as Record<string, unknown>) : null;
   }
 
   /** An upload token for `<bucket>/<path>`, run as `ctx` when used. */
