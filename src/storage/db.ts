@@ -254,13 +254,21 @@ export async function getResumable(sql: Sql, id: string): Promise<Resumable | nu
 
 export type TakeStatus = 'ok' | 'not_found' | 'busy' | 'offset_mismatch';
 
-export async function takeResumable(sql: Sql, id: string, writer: string, expectedOffset: number, leaseSeconds: number): Promise<TakeStatus> {
-  const [r] = await run(sql<{ s: TakeStatus }[]>`select storage_private.take_resumable(${id}::uuid, ${writer}::uuid, ${expectedOffset}::bigint, ${leaseSeconds}::int) as s`);
-  return r.s;
+/** Take the write lease of the caller's upload at `expectedOffset`; with the upload's length. */
+export async function takeResumable(
+  sql: Sql,
+  u: { id: string; writer: string; expectedOffset: number; leaseSeconds: number; role: string; sub: string | null },
+): Promise<{ status: TakeStatus; length: string | null }> {
+  const [r] = await run(
+    sql<{ status: TakeStatus; length: string | null }[]>`select status, length
+      from storage_private.take_resumable(${u.id}::uuid, ${u.writer}::uuid, ${u.expectedOffset}::bigint, ${u.leaseSeconds}::int, ${u.role}, ${u.sub})`,
+  );
+  return r;
 }
 
-export async function advanceResumable(sql: Sql, id: string, writer: string, offset: number): Promise<boolean> {
-  const [r] = await run(sql<{ ok: boolean }[]>`select storage_private.advance_resumable(${id}::uuid, ${writer}::uuid, ${offset}::bigint) as ok`);
+/** The PATCH is over: the staged bytes as far as `offset`, and the lease given back. false: the lease was lost. */
+export async function releaseResumable(sql: Sql, id: string, writer: string, offset: number): Promise<boolean> {
+  const [r] = await run(sql<{ ok: boolean }[]>`select storage_private.release_resumable(${id}::uuid, ${writer}::uuid, ${offset}::bigint) as ok`);
   return r.ok;
 }
 
@@ -269,10 +277,6 @@ export async function putResumablePart(sql: Sql, id: string, writer: string, at:
     sql<{ ok: boolean }[]>`select storage_private.put_resumable_part(${id}::uuid, ${writer}::uuid, ${at}::bigint, pg_catalog.decode(${data.toString('base64')}, 'base64')) as ok`,
   );
   return r.ok;
-}
-
-export async function releaseResumable(sql: Sql, id: string, writer: string): Promise<void> {
-  await run(sql`select storage_private.release_resumable(${id}::uuid, ${writer}::uuid)`);
 }
 
 export async function deleteResumable(sql: Sql, id: string): Promise<void> {

@@ -17,7 +17,9 @@
  * the object created under the caller's policies in the transaction that stores it, and
  * the same three back ends as every other upload.
  */
-import { mkdir, open, readdir, rm } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { mkdir, open, readdir, rm, truncate } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -54,8 +56,8 @@ export const RESUMABLE_ERRORS = {
 /** Where the bytes of an upload in progress wait. */
 export interface Staging {
   create(id: string): Promise<void>;
-  /** Stage `body` from `offset` on (never past `length`); returns the new offset, recorded. */
-  write(id: string, writer: string, offset: number, length: number, body: AsyncIterable<Buffer>): Promise<number>;
+  /** Stage `body` from `offset` on (never past `length`); resolves (or rejects, for a cut body) with the new offset in `at`. */
+  write(id: string, writer: string, offset: number, length: number, body: AsyncIterable<Buffer>, at: { offset: number }): Promise<void>;
   read(id: string, length: number): Readable;
   /** The staged file, when the bytes are one (disk). */
   file?(id: string): string;
@@ -86,24 +88,16 @@ export function fileStaging(root: string, sql: Sql): Staging {
       await mkdir(dir, { recursive: true });
       await (await open(path(id), 'wx')).close();
     },
-    async write(id, writer, offset, length, body) {
-      const fh = await open(path(id), 'r+');
-      let at = offset;
-      let failure: unknown = null;
+    async write(id, _writer, offset, length, body, at) {
+      await truncate(path(id), offset); // what a crash left past the recorded offset
+      const file = createWriteStream(path(id), { flags: 'r+', start: offset, highWaterMark: 1024 * 1024 });
       try {
-        await fh.truncate(offset); // what a crash left past the recorded offset
-        for await (const chunk of bounded(body, length - offset)) {
-          await fh.write(chunk, 0, chunk.length, at);
-          at += chunk.length;
-        }
-      } catch (err) {
-        failure = err; // a cut request keeps what it delivered
+        await pipeline(Readable.from(bounded(body, length - offset), { objectMode: false }), file);
       } finally {
-        await fh.close();
+        // A cut request keeps what it delivered: the release records it.
+        if (!file.closed) await new Promise<void>((resolve) => file.once('close', () => resolve()));
+        at.offset = offset + file.bytesWritten;
       }
-      if (at !== offset && !(await sdb.advanceResumable(sql, id, writer, at))) throw RESUMABLE_ERRORS.busy();
-      if (failure !== null) throw failure;
-      return at;
     },
     read(id) {
       const stream = Readable.from(
@@ -150,13 +144,14 @@ export function fileStaging(root: string, sql: Sql): Staging {
 export function databaseStaging(sql: Sql): Staging {
   return {
     async create() {},
-    async write(id, writer, offset, length, body) {
+    async write(id, writer, offset, length, body, pos) {
       let at = offset;
       let parts: Buffer[] = [];
       let held = 0;
       const flush = async (buf: Buffer) => {
         if (!(await sdb.putResumablePart(sql, id, writer, at, buf))) throw RESUMABLE_ERRORS.busy();
         at += buf.length;
+        pos.offset = at;
       };
       let failure: unknown = null;
       try {
@@ -176,7 +171,6 @@ export function databaseStaging(sql: Sql): Staging {
       }
       if (held > 0) await flush(Buffer.concat(parts, held));
       if (failure !== null) throw failure;
-      return at;
     },
     read(id, length) {
       return Readable.from(
@@ -240,11 +234,17 @@ export function registerResumableRoutes(app: FastifyInstance, deps: Deps, backen
     if (v !== undefined && v !== TUS_VERSION) throw RESUMABLE_ERRORS.badVersion();
   };
 
+  /** The upload id of the URL (404 for anything else). */
+  const uploadId = (req: FastifyRequest): string => {
+    const id = rawPath(req.url).slice(ENDPOINT.length + 1);
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) throw RESUMABLE_ERRORS.notFound();
+    return id;
+  };
+
   /** The upload of the URL, if the caller created it. */
   const mine = async (req: FastifyRequest): Promise<sdb.Resumable> => {
     const cred = await credentials.api(req);
-    const id = rawPath(req.url).slice(ENDPOINT.length + 1);
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) throw RESUMABLE_ERRORS.notFound();
+    const id = uploadId(req);
     const u = await sdb.getResumable(db.sql, id);
     const sub = cred.claimsObject.sub ?? null;
     if (u === null || u.role !== cred.role || u.sub !== sub) throw RESUMABLE_ERRORS.notFound();
@@ -354,9 +354,12 @@ export function registerResumableRoutes(app: FastifyInstance, deps: Deps, backen
         throw RESUMABLE_ERRORS.badType();
       }
       const offset = whole(req.headers['upload-offset'], RESUMABLE_ERRORS.badOffset);
-      const u = await mine(req);
+      const cred = await credentials.api(req);
+      const id = uploadId(req);
       const writer = randomUUID();
-      switch (await sdb.takeResumable(db.sql, u.id, writer, offset, LEASE_SECONDS)) {
+      const sub = cred.claimsObject.sub;
+      const took = await sdb.takeResumable(db.sql, { id, writer, expectedOffset: offset, leaseSeconds: LEASE_SECONDS, role: cred.role, sub: typeof sub === 'string' ? sub : null });
+      switch (took.status) {
         case 'ok':
           break;
         case 'not_found':
@@ -367,14 +370,26 @@ export function registerResumableRoutes(app: FastifyInstance, deps: Deps, backen
         case 'offset_mismatch':
           reply.header('connection', 'close');
           throw RESUMABLE_ERRORS.offsetMismatch();
+        default:
+          return took.status satisfies never;
       }
-      let at: number;
+      const length = Number(took.length);
+      const pos = { offset };
+      let failure: unknown = null;
       try {
-        at = await staging.write(u.id, writer, offset, Number(u.length), req.raw as AsyncIterable<Buffer>);
-      } finally {
-        await sdb.releaseResumable(db.sql, u.id, writer).catch(() => {});
+        await staging.write(id, writer, offset, length, req.raw as AsyncIterable<Buffer>, pos);
+      } catch (err) {
+        failure = err;
       }
-      if (at === Number(u.length)) await finish(u);
+      const held = await sdb.releaseResumable(db.sql, id, writer, pos.offset);
+      if (failure !== null) throw failure;
+      if (!held) throw RESUMABLE_ERRORS.busy();
+      const at = pos.offset;
+      if (at === length) {
+        const u = await sdb.getResumable(db.sql, id);
+        if (u === null) throw RESUMABLE_ERRORS.notFound();
+        await finish(u);
+      }
       reply.header('upload-offset', String(at));
       return reply.code(204).send();
     });
