@@ -382,14 +382,15 @@ export function registerResumableRoutes(app: FastifyInstance, deps: Deps, backen
         failure = err;
       }
       const held = await sdb.releaseResumable(db.sql, id, writer, pos.offset);
-      if (failure !== null) throw failure;
       if (!held) throw RESUMABLE_ERRORS.busy();
       const at = pos.offset;
+      // The last byte is in (even when more followed it: 413 after the object is made).
       if (at === length) {
         const u = await sdb.getResumable(db.sql, id);
         if (u === null) throw RESUMABLE_ERRORS.notFound();
         await finish(u);
       }
+      if (failure !== null) throw failure;
       reply.header('upload-offset', String(at));
       return reply.code(204).send();
     });
