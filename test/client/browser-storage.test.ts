@@ -181,7 +181,27 @@ async function run() {
         const progress: number[] = [];
         const res = await files.uploadResumable('big/r.bin', new Blob([big]), { chunkSize: 500_000, onProgress: (n: number) => progress.push(n) });
         const back = new Uint8Array(await (await files.download('big/r.bin')).data.arrayBuffer());
+        // A second client whose fetch cuts the second chunk after half its bytes: it goes on from what the service kept.
+        let cut = false;
+        const cutting = async (input: RequestInfo | URL, init?: RequestInit) => {
+          if (!cut && init?.method === 'PATCH' && Number((init.headers as Record<string, string>)['upload-offset']) > 0) {
+            cut = true;
+            const body = init.body as Blob;
+            await (await fetch(input, { ...init, body: body.slice(0, body.size / 2) })).arrayBuffer();
+            throw new TypeError('Failed to fetch');
+          }
+          return fetch(input, init);
+        };
+        const c2 = createClient(c.url, c.anonKey, { auth: { storageKey: 'cut' }, fetch: cutting });
+        await c2.auth.signInWithPassword({ email, password });
+        const resumed: number[] = [];
+        const res2 = await c2.storage.from('shared').uploadResumable('big/cut.bin', new Blob([big]), { chunkSize: 500_000, onProgress: (n: number) => resumed.push(n) });
+        const back2 = new Uint8Array(await (await files.download('big/cut.bin')).data.arrayBuffer());
         return {
+          cut,
+          res2,
+          resumed,
+          same2: back2.length === big.length && back2.every((v, i) => v === big[i]),
           viaSigned,
           byToken: byToken.data,
           small: [bmp.width, bmp.height, small.data.type],
@@ -200,6 +220,10 @@ async function run() {
     t.same(r.res, { data: { path: 'big/r.bin' }, error: null }, 'uploadResumable');
     t.same(r.progress, [500_000, 1_000_000, 1_200_000], 'progress after each chunk');
     t.equal(r.same, true, 'the same bytes');
+    t.equal(r.cut, true, 'a chunk was cut midway');
+    t.same(r.res2, { data: { path: 'big/cut.bin' }, error: null }, 'the upload went on after the cut');
+    t.same(r.resumed, [500_000, 750_000, 1_200_000], 'from the offset the service kept');
+    t.equal(r.same2, true, 'the same bytes after the cut');
     await page.close();
   });
 }
