@@ -1,1 +1,5 @@
--- Enter migration here
+--!include storage/schema.sql
+--!include storage/functions.sql
+--!include storage/sweep.sql
+--!include storage/api.sql
+--!include storage/resumable.sql

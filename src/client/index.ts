@@ -31,7 +31,16 @@ export {
 } from './auth.ts';
 export { ref, normalizeOperation, type BatchData, type BatchOperation, type BatchResult } from './batch.ts';
 export { FunctionsClient, type InvokeOptions } from './functions.ts';
-export { StorageClient, StorageFileApi, type Bucket, type BucketOptions, type FileObject, type UploadOptions } from './storage.ts';
+export {
+  StorageClient,
+  StorageFileApi,
+  type Bucket,
+  type BucketOptions,
+  type FileObject,
+  type ResumableOptions,
+  type TransformOptions,
+  type UploadOptions,
+} from './storage.ts';
 export { LiveQuery, ResultSet, SeqTracker, type LiveOptions, type LiveStatus, type PresenceMap, type Row, type WebSocketLike } from './live.ts';
 
 export interface ClientOptions {

@@ -36,6 +36,52 @@ export interface UploadOptions {
 
 export type UploadBody = Blob | ArrayBuffer | ArrayBufferView | ReadableStream<Uint8Array> | string;
 
+/** An image transformation (the service's /render/image routes). */
+export interface TransformOptions {
+  width?: number;
+  height?: number;
+  /** `cover` (default), `contain` (fit inside, no padding) or `fill`. */
+  resize?: 'cover' | 'contain' | 'fill';
+  /** 20–100 (default 80). */
+  quality?: number;
+  /** `origin` (default), `webp` or `avif`. */
+  format?: 'origin' | 'webp' | 'avif';
+}
+
+export interface ResumableOptions {
+  contentType?: string;
+  cacheControl?: string;
+  upsert?: boolean;
+  /** Bytes per PATCH; default 6 MB, as Supabase's clients send. */
+  chunkSize?: number;
+  /** Called after each chunk the service has stored, with the bytes stored so far. */
+  onProgress?: (uploaded: number, total: number) => void;
+  /** Retries after a failed chunk (each asks the service where it stands); default 5. */
+  retries?: number;
+  /** The URL of an upload begun before (from `onCreated`): go on with it instead of creating one. */
+  uploadUrl?: string;
+  onCreated?: (uploadUrl: string) => void;
+  signal?: AbortSignal;
+}
+
+function transformQuery(t: TransformOptions | undefined): Record<string, string | undefined> {
+  if (!t) return {};
+  return {
+    width: t.width?.toString(),
+    height: t.height?.toString(),
+    resize: t.resize,
+    quality: t.quality?.toString(),
+    format: t.format,
+  };
+}
+
+function queryString(q: Record<string, string | undefined>): string {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v !== undefined) p.append(k, v);
+  const s = p.toString();
+  return s ? `?${s}` : '';
+}
+
 /** `a/b c.txt` → `a/b%20c.txt`: each segment encoded, the slashes kept. */
 export function encodePath(path: string): string {
   return path
@@ -86,10 +132,131 @@ export class StorageFileApi {
     return { data: { ...r.data, path }, error: null };
   }
 
-  /** The object's content as a Blob (its `type` is the stored MIME type). */
-  async download(path: string): Promise<Result<Blob>> {
-    const r = await this.http.request<Blob>('GET', this.objectPath(path), { as: 'blob' });
+  /** The object's content as a Blob (its `type` is the stored MIME type); with `transform`, the transformed image. */
+  async download(path: string, options: { transform?: TransformOptions } = {}): Promise<Result<Blob>> {
+    const route = options.transform
+      ? `/storage/v1/render/image/authenticated/${encodeURIComponent(this.bucket)}/${encodePath(path)}`
+      : this.objectPath(path);
+    const r = await this.http.request<Blob>('GET', route, { as: 'blob', query: transformQuery(options.transform) });
     return r.error ? { data: null, error: r.error } : { data: r.data, error: null };
+  }
+
+  /** A URL anyone may read the object with (no credentials) until `expiresIn` seconds have passed. */
+  async createSignedUrl(path: string, expiresIn: number, options: { transform?: TransformOptions } = {}): Promise<Result<{ signedUrl: string }>> {
+    const body: Record<string, unknown> = { expiresIn };
+    if (options.transform) body.transform = options.transform;
+    const r = await this.http.request<{ signedURL: string }>('POST', `/storage/v1/object/sign/${encodeURIComponent(this.bucket)}/${encodePath(path)}`, { body });
+    return r.error ? { data: null, error: r.error } : { data: { signedUrl: this.signed(r.data.signedURL) }, error: null };
+  }
+
+  /** Signed URLs for several paths: `signedUrl` null (and `error` set) for those the caller cannot read. */
+  async createSignedUrls(paths: string[], expiresIn: number): Promise<Result<{ path: string; signedUrl: string | null; error: string | null }[]>> {
+    const r = await this.http.request<{ path: string; signedURL: string | null; error: string | null }[]>(
+      'POST',
+      `/storage/v1/object/sign/${encodeURIComponent(this.bucket)}`,
+      { body: { expiresIn, paths } },
+    );
+    if (r.error) return { data: null, error: r.error };
+    return { data: r.data.map((d) => ({ path: d.path, error: d.error, signedUrl: d.signedURL ? this.signed(d.signedURL) : null })), error: null };
+  }
+
+  /** `/object/sign/<bucket>/<path>?token=…` (as the service answers it) → an absolute URL, the path encoded. */
+  private signed(rel: string): string {
+    const q = rel.indexOf('?');
+    const [route, rest] = [rel.slice(0, q), rel.slice(q)];
+    const m = /^\/(object\/sign|render\/image\/sign)\/([^/]+)\/(.*)$/.exec(route);
+    const path = m ? `/${m[1]}/${encodeURIComponent(m[2])}/${encodePath(m[3])}` : route;
+    return `${this.http.url}/storage/v1${path}${rest}`;
+  }
+
+  /** A URL and token that let anyone upload this one object, once, within two hours. */
+  async createSignedUploadUrl(path: string, options: { upsert?: boolean } = {}): Promise<Result<{ signedUrl: string; token: string; path: string }>> {
+    const headers: Record<string, string> = options.upsert ? { 'x-upsert': 'true' } : {};
+    const r = await this.http.request<{ url: string; token: string }>('POST', `/storage/v1/object/upload/sign/${encodeURIComponent(this.bucket)}/${encodePath(path)}`, {
+      body: {},
+      headers,
+    });
+    if (r.error) return { data: null, error: r.error };
+    const signedUrl = `${this.http.url}/storage/v1/object/upload/sign/${encodeURIComponent(this.bucket)}/${encodePath(path)}?token=${encodeURIComponent(r.data.token)}`;
+    return { data: { signedUrl, token: r.data.token, path }, error: null };
+  }
+
+  /** Upload with a token from `createSignedUploadUrl` (no session needed). */
+  async uploadToSignedUrl(path: string, token: string, body: UploadBody, options: UploadOptions = {}): Promise<Result<{ path: string; fullPath: string }>> {
+    const b = await uploadBody(body, options, this.browser);
+    const headers: Record<string, string> = {};
+    if (b.contentType) headers['content-type'] = b.contentType;
+    const r = await this.http.request<{ Key: string }>('PUT', `/storage/v1/object/upload/sign/${encodeURIComponent(this.bucket)}/${encodePath(path)}`, {
+      raw: b.raw,
+      headers,
+      duplex: b.duplex,
+      query: { token },
+      noAuth: true,
+    });
+    return r.error ? { data: null, error: r.error } : { data: { path, fullPath: r.data.Key }, error: null };
+  }
+
+  /**
+   * A resumable upload (TUS 1.0.0, `/storage/v1/upload/resumable`): the Blob goes in chunks;
+   * a chunk that fails is retried from the offset the service kept. Keep the URL given to
+   * `onCreated` to go on after a reload (`uploadUrl`).
+   */
+  async uploadResumable(path: string, file: Blob, options: ResumableOptions = {}): Promise<Result<{ path: string }>> {
+    const chunk = options.chunkSize ?? 6 * 1000 * 1000;
+    const total = file.size;
+    const tus = { 'tus-resumable': '1.0.0' };
+    let url = options.uploadUrl;
+    if (url === undefined) {
+      const b64 = (v: string) => btoa(String.fromCharCode(...new TextEncoder().encode(v)));
+      const meta: Record<string, string> = { bucketName: this.bucket, objectName: path.replace(/^\/+/, '') };
+      const type = options.contentType ?? (file.type || undefined);
+      if (type) meta.contentType = type;
+      if (options.cacheControl) meta.cacheControl = options.cacheControl;
+      const headers: Record<string, string> = {
+        ...tus,
+        'upload-length': String(total),
+        'upload-metadata': Object.entries(meta)
+          .map(([k, v]) => `${k} ${b64(v)}`)
+          .join(','),
+      };
+      if (options.upsert) headers['x-upsert'] = 'true';
+      const c = await this.http.request('POST', '/storage/v1/upload/resumable', { headers, as: 'auto', signal: options.signal });
+      if (c.error) return { data: null, error: c.error };
+      const loc = c.response?.headers.get('location');
+      if (!loc) return { data: null, error: new PlinthError('no upload location in the answer', c.status) };
+      url = new URL(loc, this.http.url).pathname;
+      options.onCreated?.(url);
+    }
+    const where = async (): Promise<Result<number>> => {
+      const h = await this.http.request('HEAD', url, { headers: tus, as: 'auto', signal: options.signal });
+      if (h.error) return { data: null, error: h.error };
+      return { data: Number(h.response?.headers.get('upload-offset') ?? 0), error: null };
+    };
+    let at: number;
+    const first = await where();
+    if (first.error) return { data: null, error: first.error };
+    at = first.data;
+    let retries = options.retries ?? 5;
+    while (at < total) {
+      const piece = file.slice(at, Math.min(total, at + chunk));
+      const p = await this.http.request('PATCH', url, {
+        raw: piece,
+        headers: { ...tus, 'upload-offset': String(at), 'content-type': 'application/offset+octet-stream' },
+        as: 'auto',
+        signal: options.signal,
+      });
+      if (p.error) {
+        if (options.signal?.aborted || retries-- <= 0 || (p.status >= 400 && p.status < 500 && p.status !== 409)) return { data: null, error: p.error };
+        const again = await where();
+        if (again.error) return { data: null, error: again.error };
+        at = again.data;
+        options.onProgress?.(at, total); // what the service kept of the failed chunk
+        continue;
+      }
+      at = Number(p.response?.headers.get('upload-offset') ?? at + piece.size);
+      options.onProgress?.(at, total);
+    }
+    return { data: { path }, error: null };
   }
 
   /** Objects whose path starts with `prefix` (all when omitted). */
@@ -116,7 +283,11 @@ export class StorageFileApi {
    * key; where the service runs with JWT_SECRET set, the request still needs that key
    * (`apikey` header), so use `download` from code.
    */
-  getPublicUrl(path: string): { data: { publicUrl: string } } {
+  getPublicUrl(path: string, options: { transform?: TransformOptions } = {}): { data: { publicUrl: string } } {
+    if (options.transform) {
+      const route = `/storage/v1/render/image/public/${encodeURIComponent(this.bucket)}/${encodePath(path)}`;
+      return { data: { publicUrl: this.http.url + route + queryString(transformQuery(options.transform)) } };
+    }
     return { data: { publicUrl: this.http.url + this.objectPath(path) } };
   }
 }

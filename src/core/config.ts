@@ -76,6 +76,8 @@ export interface Config {
   restPlanEnabled: boolean;
   storageBackend: 'database' | 'disk' | 's3';
   storageDir: string;
+  /** IMAGE_TRANSFORMATION_ENABLED: the /storage/v1/render/image routes (resized variants cached under DATA_DIR/image-cache). */
+  imageTransformation: boolean;
   /** The s3 back end (STORAGE_BACKEND=s3): any S3-compatible store. */
   s3: S3Config | null;
   enableSqlEndpoint: boolean;
@@ -477,6 +479,7 @@ export function parseConfig(env: Env = process.env): Config {
     restAggregatesEnabled: bool(env, 'REST_AGGREGATES_ENABLED', false),
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),
+    imageTransformation: bool(env, 'IMAGE_TRANSFORMATION_ENABLED', true),
     s3: s3Config(env, storageBackend),
     enableSqlEndpoint: bool(env, 'ENABLE_SQL_ENDPOINT', false),
     enableDemoEndpoint: bool(env, 'ENABLE_DEMO_ENDPOINT', false),

@@ -14,8 +14,11 @@ import { requestRole } from './request-role.ts';
 import { originsFor } from './origins.ts';
 import { AppError, ERRORS, isConnectionError, pgErrorToAppError } from './errors.ts';
 
-const CORS_METHODS = 'GET, POST, PATCH, DELETE, OPTIONS';
-const CORS_HEADERS = 'authorization, apikey, content-type, prefer, range, x-upsert, x-client-info';
+const CORS_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+const CORS_HEADERS =
+  'authorization, apikey, content-type, prefer, range, x-upsert, x-client-info, cache-control, tus-resumable, upload-length, upload-offset, upload-metadata, upload-defer-length';
+/** Response headers a page may read: REST's count, and what resumable uploads answer with. */
+const CORS_EXPOSE = 'Content-Range, Location, Tus-Resumable, Upload-Offset, Upload-Length, Upload-Expires';
 /** Sent on every response when API_EXTERNAL_URL is https: browsers then refuse plain http to this host for a year. */
 const HSTS = 'max-age=31536000; includeSubDomains';
 
@@ -267,7 +270,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
     if (origin !== undefined) {
       if (origins.allows(origin)) {
         reply.header('Access-Control-Allow-Origin', origin);
-        reply.header('Access-Control-Expose-Headers', 'Content-Range');
+        reply.header('Access-Control-Expose-Headers', CORS_EXPOSE);
       } else if (req.method === 'OPTIONS' || !sameOrigin(origin, req.headers.host)) {
         origins.refused(origin, req.log, 'a request');
       }

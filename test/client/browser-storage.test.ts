@@ -151,4 +151,79 @@ async function run() {
     t.equal(r.still, 'mine', 'another user could not delete it');
     await page.close();
   });
+
+  await t.test('signed URLs, a signed upload, a transformed image and a resumable upload with progress', async (t) => {
+    const page = await openPage(ctx, site.origin);
+    const r = await page.evaluate(
+      async ({ serviceKey, email, password }) => {
+        const { createClient } = (window as W).plinth;
+        const c = (window as W).client;
+        const admin = createClient(c.url, serviceKey, { auth: { persistSession: false } });
+        await admin.storage.createBucket('shared');
+        await admin.storage.createBucket('images', { public: true });
+        await c.auth.signUp({ email, password });
+        const files = c.storage.from('shared');
+        await files.upload('note.txt', new File(['signed hello'], 'note.txt', { type: 'text/plain' }));
+        const signed = await files.createSignedUrl('note.txt', 60);
+        const viaSigned = await (await fetch(signed.data.signedUrl)).text();
+        const su = await files.createSignedUploadUrl('drop/by-token.txt');
+        const byToken = await c.storage.from('shared').uploadToSignedUrl('drop/by-token.txt', su.data.token, new Blob(['by token'], { type: 'text/plain' }));
+        const canvas = new OffscreenCanvas(300, 200);
+        const g = canvas.getContext('2d')!;
+        g.fillStyle = '#c33';
+        g.fillRect(0, 0, 300, 200);
+        await admin.storage.from('images').upload('red.png', await canvas.convertToBlob({ type: 'image/png' }));
+        const small = await admin.storage.from('images').download('red.png', { transform: { width: 60, height: 60, format: 'webp' } });
+        const bmp = await createImageBitmap(small.data);
+        const publicUrl = c.storage.from('images').getPublicUrl('red.png', { transform: { width: 30, resize: 'contain' } }).data.publicUrl;
+        const pub = await createImageBitmap(await (await fetch(publicUrl)).blob());
+        const big = new Uint8Array(1_200_000).map((_, i) => i & 0xff);
+        const progress: number[] = [];
+        const res = await files.uploadResumable('big/r.bin', new Blob([big]), { chunkSize: 500_000, onProgress: (n: number) => progress.push(n) });
+        const back = new Uint8Array(await (await files.download('big/r.bin')).data.arrayBuffer());
+        // A second client whose fetch cuts the second chunk after half its bytes: it goes on from what the service kept.
+        let cut = false;
+        const cutting = async (input: RequestInfo | URL, init?: RequestInit) => {
+          if (!cut && init?.method === 'PATCH' && Number((init.headers as Record<string, string>)['upload-offset']) > 0) {
+            cut = true;
+            const body = init.body as Blob;
+            await (await fetch(input, { ...init, body: body.slice(0, body.size / 2) })).arrayBuffer();
+            throw new TypeError('Failed to fetch');
+          }
+          return fetch(input, init);
+        };
+        const c2 = createClient(c.url, c.anonKey, { auth: { storageKey: 'cut' }, fetch: cutting });
+        await c2.auth.signInWithPassword({ email, password });
+        const resumed: number[] = [];
+        const res2 = await c2.storage.from('shared').uploadResumable('big/cut.bin', new Blob([big]), { chunkSize: 500_000, onProgress: (n: number) => resumed.push(n) });
+        const back2 = new Uint8Array(await (await files.download('big/cut.bin')).data.arrayBuffer());
+        return {
+          cut,
+          res2,
+          resumed,
+          same2: back2.length === big.length && back2.every((v, i) => v === big[i]),
+          viaSigned,
+          byToken: byToken.data,
+          small: [bmp.width, bmp.height, small.data.type],
+          pub: [pub.width, pub.height],
+          res,
+          progress,
+          same: back.length === big.length && back.every((v, i) => v === big[i]),
+        };
+      },
+      { serviceKey: app.serviceKey, email: uniqueEmail('signed'), password: PASSWORD },
+    );
+    t.equal(r.viaSigned, 'signed hello', 'a signed URL read from the page');
+    t.same(r.byToken, { path: 'drop/by-token.txt', fullPath: 'shared/drop/by-token.txt' }, 'uploadToSignedUrl');
+    t.same(r.small, [60, 60, 'image/webp'], 'download with transform, decoded by the browser');
+    t.same(r.pub, [30, 20], 'getPublicUrl with transform');
+    t.same(r.res, { data: { path: 'big/r.bin' }, error: null }, 'uploadResumable');
+    t.same(r.progress, [500_000, 1_000_000, 1_200_000], 'progress after each chunk');
+    t.equal(r.same, true, 'the same bytes');
+    t.equal(r.cut, true, 'a chunk was cut midway');
+    t.same(r.res2, { data: { path: 'big/cut.bin' }, error: null }, 'the upload went on after the cut');
+    t.same(r.resumed, [500_000, 750_000, 1_200_000], 'from the offset the service kept');
+    t.equal(r.same2, true, 'the same bytes after the cut');
+    await page.close();
+  });
 }

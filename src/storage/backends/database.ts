@@ -5,7 +5,7 @@
  * couple of chunks in memory.
  */
 import { Readable } from 'node:stream';
-import type { Db, ReservedSql } from '../core/db.ts';
+import type { Db, ReservedSql } from '../../core/db.ts';
 import type { Backend, ByteRange, ObjectAddress, PendingPut } from './backend.ts';
 
 export const CHUNK_BYTES = 512 * 1024;

@@ -7,11 +7,11 @@
  * names them commits, and a replaced object's bytes are a different address.
  *
  * `put` runs inside the metadata transaction (`tx`, the caller's role): the database back
- * end writes its chunks there; disk and s3 stream elsewhere and finish in `commit` (after
- * the metadata committed) or undo in `abort` (after it rolled back).
+ * end writes its chunks there; disk and s3 stream elsewhere, before the metadata commits
+ * (a committed row always finds its bytes), and undo in `abort` (after it rolled back).
  */
 import type { Readable } from 'node:stream';
-import type { ReservedSql, Sql } from '../core/db.ts';
+import type { ReservedSql, Sql } from '../../core/db.ts';
 
 export interface ObjectAddress {
   bucket: string;
@@ -42,6 +42,10 @@ export interface Backend {
   get(obj: ObjectAddress, size: number, range: ByteRange | null): Promise<Readable | null>;
   /** Remove an object's bytes after its row was deleted (idempotent). */
   delete(obj: ObjectAddress): Promise<void>;
+  /** Take a whole file (a finished resumable upload staged on the same disk) as the object's bytes, before the metadata commits. */
+  adopt?(obj: ObjectAddress, file: string): Promise<PendingPut>;
+  /** Remove bytes that no committed object names and no upload in progress holds (a crash's leftovers); returns how many went. */
+  sweep?(): Promise<number>;
   close?(): Promise<void>;
 }
 

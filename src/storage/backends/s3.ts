@@ -11,7 +11,7 @@
 import { DeleteObjectCommand, GetObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { Readable } from 'node:stream';
-import type { S3Config } from '../core/config.ts';
+import type { S3Config } from '../../core/config.ts';
 import type { Backend, ByteRange, ObjectAddress, PendingPut } from './backend.ts';
 
 const PART_BYTES = 5 * 1024 * 1024;

@@ -1,0 +1,218 @@
+/**
+ * Storage scenarios of resumable uploads and image transformations:
+ * - `storage-resumable`: a 256 MiB upload (64 MiB with --quick) through TUS in 6 MB chunks
+ *   (PATCHes one after the other, as tus-js-client sends them) against a plain POST of the
+ *   same bytes, both to the disk back end of one service; ratio of MB/s (goal ≥ 0.7).
+ * - `storage-thumbnail`: a 64 px WebP thumbnail of a 2 MP JPEG, served from the variant
+ *   cache to 16 concurrent clients for a few seconds; requests per second (goal ≥ 200 on
+ *   two cores), the first (uncached) render's time in the note.
+ *
+ * Both run themselves (`custom`) as storage.ts does: a clone of the test template, one
+ * service process, transfers from this process.
+ */
+import http from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { randomUUID } from 'node:crypto';
+import { SignJWT } from 'jose';
+import sharp from 'sharp';
+import { cloneTemplate } from '../helpers/database.ts';
+import { startChild } from './ipc.ts';
+import type { ServerReady } from './server.ts';
+import type { CustomScenario } from './scenarios.ts';
+import type { CustomResult } from './storage.ts';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const SECRET = 'plinth-bench-storage-secret-0123456789-abcdef';
+const MiB = 1024 * 1024;
+const CHUNK = 6 * 1000 * 1000;
+const SLICE = Buffer.alloc(MiB, 0x5a);
+
+async function userToken(): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ role: 'authenticated', aud: 'authenticated', session_id: randomUUID(), is_anonymous: false })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(randomUUID())
+    .setIssuedAt(now)
+    .setExpirationTime(now + 3600)
+    .sign(new TextEncoder().encode(SECRET));
+}
+
+/** One request whose body is `bytes` bytes of the repeated slice; resolves with status, headers and body text. */
+function send(base: string, method: string, path: string, bytes: number, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, method, path, headers: { ...headers, 'content-length': String(bytes) } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    let left = bytes;
+    const pump = () => {
+      while (left > 0) {
+        const n = Math.min(left, MiB);
+        left -= n;
+        if (!req.write(n === MiB ? SLICE : SLICE.subarray(0, n))) return void req.once('drain', pump);
+      }
+      req.end();
+    };
+    pump();
+  });
+}
+
+async function withService<T>(work: (url: string, serviceKey: string) => Promise<T>): Promise<T> {
+  const db = await cloneTemplate('bench_storage_');
+  const dataDir = mkdtempSync(join(tmpdir(), 'plinth-bench-storage-'));
+  const { child, ready } = await startChild<ServerReady>('service-disk', join(HERE, 'server.ts'), {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      JWT_SECRET: SECRET,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DATA_DIR: dataDir,
+      STORAGE_BACKEND: 'disk',
+      LOG_LEVEL: 'error',
+      MIGRATE_ON_START: 'false',
+      DB_POOL_SIZE: process.env.DB_POOL_SIZE ?? '10',
+      DATABASE_URL: db.url,
+      BENCH_WORKER: 'false',
+    },
+  });
+  try {
+    return await work(ready.url, ready.serviceRoleKey);
+  } finally {
+    await child.stop().catch(() => {});
+    await db.drop().catch(() => {});
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function bucket(url: string, serviceKey: string, id: string, extra: Record<string, unknown> = {}): Promise<void> {
+  const res = await fetch(`${url}/storage/v1/bucket`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${serviceKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ id, file_size_limit: 4 * 1024 * MiB, ...extra }),
+  });
+  if (res.status !== 201) throw new Error(`bucket create: ${res.status} ${await res.text()}`);
+}
+
+export async function runResumable(quick: boolean): Promise<CustomResult> {
+  const SIZE = (quick ? 64 : 256) * MiB;
+  return withService(async (url, serviceKey) => {
+    await bucket(url, serviceKey, 'bench');
+    const auth = { authorization: `Bearer ${await userToken()}` };
+    let seq = 0;
+    const plain = async () => {
+      const t0 = performance.now();
+      const r = await send(url, 'POST', `/storage/v1/object/bench/plain/${seq++}.bin`, SIZE, { ...auth, 'content-type': 'application/octet-stream' });
+      if (r.status !== 200) throw new Error(`plain upload: ${r.status} ${r.body}`);
+      return (performance.now() - t0) / 1000;
+    };
+    const resumable = async () => {
+      const t0 = performance.now();
+      const meta = `bucketName ${Buffer.from('bench').toString('base64')},objectName ${Buffer.from(`tus/${seq++}.bin`).toString('base64')}`;
+      const c = await send(url, 'POST', '/storage/v1/upload/resumable', 0, { ...auth, 'tus-resumable': '1.0.0', 'upload-length': String(SIZE), 'upload-metadata': meta });
+      if (c.status !== 201) throw new Error(`resumable create: ${c.status} ${c.body}`);
+      const loc = String(c.headers.location);
+      for (let off = 0; off < SIZE; off += CHUNK) {
+        const n = Math.min(CHUNK, SIZE - off);
+        const p = await send(url, 'PATCH', loc, n, { ...auth, 'tus-resumable': '1.0.0', 'upload-offset': String(off), 'content-type': 'application/offset+octet-stream' });
+        if (p.status !== 204) throw new Error(`resumable patch: ${p.status} ${p.body}`);
+      }
+      return (performance.now() - t0) / 1000;
+    };
+    await plain(); // warm-up
+    await resumable();
+    const rounds = quick ? 2 : 3;
+    const total = { plain: 0, resumable: 0 };
+    for (let i = 0; i < rounds; i++) {
+      if (i % 2 === 0) {
+        total.plain += await plain();
+        total.resumable += await resumable();
+      } else {
+        total.resumable += await resumable();
+        total.plain += await plain();
+      }
+    }
+    const mbps = (s: number) => (rounds * SIZE) / MiB / s;
+    const rate = { plain: mbps(total.plain), resumable: mbps(total.resumable) };
+    return {
+      rps: rate.resumable,
+      baseline_rps: rate.plain,
+      rss_mb: null,
+      note: `MB/s; ${SIZE / MiB} MiB in ${CHUNK / 1e6} MB chunks: resumable ${rate.resumable.toFixed(0)}, plain upload ${rate.plain.toFixed(0)} (ratio ${(rate.resumable / rate.plain).toFixed(2)})`,
+      extra: { unit: 'MB/s', object_mib: SIZE / MiB, chunk_bytes: CHUNK, resumable_mbps: Math.round(rate.resumable), plain_mbps: Math.round(rate.plain) },
+    };
+  });
+}
+
+export async function runThumbnail(quick: boolean): Promise<CustomResult> {
+  return withService(async (url, serviceKey) => {
+    await bucket(url, serviceKey, 'pics', { public: true });
+    // 2 MP of noise-free gradient, as a camera JPEG would be in size order.
+    const w = 1732;
+    const h = 1155;
+    const raw = Buffer.alloc(w * h * 3);
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw.set([x & 0xff, y & 0xff, (x ^ y) & 0xff], (y * w + x) * 3);
+    const jpeg = await sharp(raw, { raw: { width: w, height: h, channels: 3 } }).jpeg({ quality: 85 }).toBuffer();
+    const up = await fetch(`${url}/storage/v1/object/pics/photo.jpg`, { method: 'POST', headers: { authorization: `Bearer ${serviceKey}`, 'content-type': 'image/jpeg' }, body: new Uint8Array(jpeg) });
+    if (up.status !== 200) throw new Error(`upload: ${up.status} ${await up.text()}`);
+    const path = `${url}/storage/v1/render/image/public/pics/photo.jpg?width=64&height=64&format=webp`;
+    const t0 = performance.now();
+    const first = await fetch(path);
+    const firstMs = performance.now() - t0;
+    const meta = await sharp(Buffer.from(await first.arrayBuffer())).metadata();
+    if (first.status !== 200 || meta.format !== 'webp' || meta.width !== 64) throw new Error(`render: ${first.status} ${meta.format} ${meta.width}`);
+    const seconds = quick ? 3 : 8;
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+    const get = () =>
+      new Promise<number>((resolve, reject) => {
+        http.get(path, { agent }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode!));
+        }).on('error', reject);
+      });
+    let done = 0;
+    const end = performance.now() + seconds * 1000;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (performance.now() < end) {
+          if ((await get()) !== 200) throw new Error('thumbnail: not 200');
+          done++;
+        }
+      }),
+    );
+    agent.destroy();
+    const rps = done / seconds;
+    return {
+      rps,
+      baseline_rps: 0,
+      rss_mb: null,
+      note: `64 px WebP of a ${w}x${h} JPEG (${(jpeg.length / 1024).toFixed(0)} KiB) from the cache, 16 clients: ${rps.toFixed(0)}/s; first render ${firstMs.toFixed(0)} ms`,
+      extra: { first_render_ms: Math.round(firstMs), source_kib: Math.round(jpeg.length / 1024) },
+    };
+  });
+}
+
+export const STORAGE_EXTRA_SCENARIOS: CustomScenario[] = [
+  {
+    name: 'storage-resumable',
+    what: 'TUS upload of 256 MiB in 6 MB chunks, disk back end',
+    target: { kind: 'ratio', min: 0.7 },
+    baselineLabel: 'a plain POST of the same bytes to the same service',
+    run: (c) => runResumable(c.quick),
+  },
+  {
+    name: 'storage-thumbnail',
+    what: '64 px WebP thumbnail of a 2 MP JPEG, from the variant cache, 16 clients',
+    target: { kind: 'rps', min: 200 },
+    baselineLabel: 'none (requests per second; first render time in the note)',
+    run: (c) => runThumbnail(c.quick),
+  },
+];
