@@ -1,5 +1,1 @@
---!include storage/schema.sql
---!include storage/functions.sql
---!include storage/sweep.sql
---!include storage/api.sql
---!include storage/resumable.sql
+-- Enter migration here
