@@ -1,1 +1,3 @@
 -- Enter migration here
+--!include schedules/cron.sql
+--!include schedules/schedules.sql
