@@ -27,9 +27,10 @@
 import { existsSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Area, Deps } from '../core/area.ts';
+import type { RuntimeConfig } from '../core/config.ts';
 import type { RequestContext } from '../core/db.ts';
 import { ERRORS, pgErrorToAppError } from '../core/errors.ts';
-import { sendJsonText } from '../core/http.ts';
+import { ownUrl, sendJsonText } from '../core/http.ts';
 import { execute } from '../rest/execute.ts';
 import { FunctionCache, type FunctionEntry } from './catalog.ts';
 import { FUNCTION_ERRORS, createForwarder } from './forward.ts';
@@ -38,6 +39,19 @@ import { encodeSegment, functionPath } from './path.ts';
 import { RuntimePool, denoCacheDir, denoExecutable } from './supervisor.ts';
 
 const PREFIX = '/functions/v1';
+/** The verified caller's claims (JSON), as a function receives them. */
+export const CALLER_HEADER = 'x-caller-claims';
+
+/**
+ * The bundled runtime's environment: the FUNCTIONS_ENV variables, and how to call plinth
+ * back, as Supabase gives its functions: the service's URL and the anon key (under plinth's
+ * names and Supabase's); the service-role key only under a name FUNCTIONS_ENV lists.
+ */
+function functionEnv(config: RuntimeConfig, url: string): Record<string, string | null> {
+  const env: Record<string, string | null> = { ...config.functionsEnv, PLINTH_URL: url, PLINTH_ANON_KEY: config.anonKey, SUPABASE_URL: url, SUPABASE_ANON_KEY: config.anonKey };
+  for (const name of ['PLINTH_SERVICE_ROLE_KEY', 'SUPABASE_SERVICE_ROLE_KEY']) if (name in config.functionsEnv) env[name] = config.serviceRoleKey;
+  return env;
+}
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 /** How long a call waits for the bundled runtime's first start before 502. */
 const FIRST_START_WAIT_MS = 15_000;
@@ -118,7 +132,7 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, listeningPorts(root), database);
     state.pool = new RuntimePool(exe, {
       functionsDir: config.functionsDir,
-      env: config.functionsEnv,
+      env: functionEnv(config, ownUrl(root, config)),
       cacheDir: denoCacheDir(config.dataDir),
       net,
       log,
@@ -191,7 +205,9 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
       const out = await execute(db, caller, { plan: entry.plan, params: [payload], offset: 0 });
       return sendJsonText(reply, out.status, out.body ?? 'null');
     }
-    if (entry.verifyJwt) await credentials.api(req);
+    // The caller as plinth verified it, for the function: whatever a caller sent under this
+    // name is replaced (verify_jwt = false and no valid credential: the anon claims).
+    req.headers[CALLER_HEADER] = (await callerOf(req, entry)).claims;
     const drop = await unverified(req);
     const { base, secret } = await runtimeOf(name);
     return forwarder.forward(req, reply, { base, path, name: encodeSegment(name), secret, drop });

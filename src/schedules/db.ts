@@ -77,27 +77,39 @@ export async function listRuns(sql: Sql, f: RunFilter): Promise<string> {
 
 // ── the worker's side ────────────────────────────────────────────────────────────────────
 
-export interface BeganRun {
-  status: 'ok' | 'gone';
-  run_id: string;
+export interface RunTarget {
   target: string | null;
   role: string | null;
   timeout_ms: number | null;
   max_attempts: number | null;
 }
 
-export async function beginRun(sql: Sql, kind: string, name: string, jobId: string, attempt: number, scheduledFor: string | null, requestId: string): Promise<BeganRun> {
-  const [r] = await sql<BeganRun[]>`
-    select status, run_id::text as run_id, target, role, timeout_ms, max_attempts
-      from plinth_private.begin_run(${kind}, ${name}, ${jobId}::bigint, ${attempt}, ${scheduledFor}::timestamptz, ${requestId})`;
-  return r;
+/** The target of a schedule or queue; all null when it no longer exists. */
+export async function runTarget(sql: Sql, kind: string, name: string): Promise<RunTarget> {
+  const [r] = await sql<RunTarget[]>`select target, role, timeout_ms, max_attempts from plinth_private.run_target(${kind}, ${name})`;
+  return r ?? { target: null, role: null, timeout_ms: null, max_attempts: null };
 }
 
 export type Outcome = 'succeeded' | 'retrying' | 'failed';
 
-export async function finishRun(sql: Sql, runId: string, ok: boolean, error: string | null, job: unknown): Promise<Outcome> {
+export interface Attempt {
+  kind: string;
+  name: string;
+  jobId: string;
+  attempt: number;
+  maxAttempts: number | null;
+  scheduledFor: string | null;
+  requestId: string;
+  startedAt: Date;
+  finishedAt: Date;
+  error: string | null;
+  job: unknown;
+}
+
+export async function recordRun(sql: Sql, a: Attempt): Promise<Outcome> {
   const [r] = await sql<{ outcome: Outcome }[]>`
-    select plinth_private.finish_run(${runId}::bigint, ${ok}, ${error}::text, ${JSON.stringify(job)}::text::jsonb) as outcome`;
+    select plinth_private.record_run(${a.kind}, ${a.name}, ${a.jobId}::bigint, ${a.attempt}, ${a.maxAttempts}::int, ${a.scheduledFor}::timestamptz,
+      ${a.requestId}, ${a.startedAt}::timestamptz, ${a.finishedAt}::timestamptz, ${a.error === null}, ${a.error}::text, ${JSON.stringify(a.job)}::text::jsonb) as outcome`;
   return r.outcome;
 }
 

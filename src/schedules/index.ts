@@ -8,20 +8,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
+import { ownUrl } from '../core/http.ts';
 import { schedulePurge } from './db.ts';
 import { registerScheduleRoutes } from './routes.ts';
 import { PURGE_EVERY_SECONDS, purgeTask, runTask, tickTask } from './run.ts';
 
 const apps = new WeakMap<Deps, FastifyInstance>();
-
-/** This instance's own URL, for function targets (the worker starts once the service listens). */
-function selfUrl(app: FastifyInstance | undefined, deps: Deps): string {
-  const a = app?.server.address();
-  const port = typeof a === 'object' && a !== null ? a.port : deps.config.port;
-  const host = deps.config.host;
-  const h = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
-  return `http://${h}:${port}`;
-}
 
 export const schedulesArea: Area = {
   name: 'schedules',
@@ -35,7 +27,7 @@ export const schedulesArea: Area = {
   tasks(deps): TaskList {
     return {
       plinth__tick: tickTask(deps),
-      plinth__run: runTask(deps, () => selfUrl(apps.get(deps), deps)),
+      plinth__run: runTask(deps, () => ownUrl(apps.get(deps)!, deps.config)),
       plinth__purge: purgeTask(deps),
     };
   },

@@ -23,12 +23,12 @@ export const SCHEDULE_ERRORS = {
   queueNotFound: () => new AppError(404, 'queue not found'),
   invalidLimit: () => new AppError(400, 'limit must be an integer from 1 to 1000'),
   invalidKind: () => new AppError(400, 'kind must be schedule or queue'),
-  invalidOutcome: () => new AppError(400, 'outcome must be running, succeeded, retrying or failed'),
+  invalidOutcome: () => new AppError(400, 'outcome must be succeeded, retrying or failed'),
   invalidBefore: () => new AppError(400, 'before must be a run id'),
 } as const;
 
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$/;
-const OUTCOMES: ReadonlySet<string> = new Set(['running', 'succeeded', 'retrying', 'failed']);
+const OUTCOMES: ReadonlySet<string> = new Set(['succeeded', 'retrying', 'failed']);
 
 function unreachable(x: never): never {
   throw new Error(`unexpected status ${String(x)}`);

@@ -2,10 +2,10 @@
  * The worker's side of schedules and queues (sql/fixtures/schedules/schedules.sql):
  *
  * - `plinth__tick`: a schedule's tick; SQL adds the run(s) due and the next tick job.
- * - `plinth__run`: one attempt of a run. SQL records its start (begin_run) and its end
- *   (finish_run, which adds the next attempt while attempts remain). The task never throws
- *   for a failing target, so graphile-worker's own retries are only for a database that
- *   could not be reached.
+ * - `plinth__run`: one attempt of a run: the target (run_target, kept a second per name),
+ *   the call, then one statement that records the attempt (record_run, which adds the
+ *   next attempt while attempts remain). The task never throws for a failing target, so
+ *   graphile-worker's own retries are only for a database that could not be reached.
  *
  * Targets: `sql:<schema>.<function>` is called with the payload in a transaction as the
  * schedule's role, with statement_timeout = options.timeout, the role's claims and
@@ -23,7 +23,7 @@ import * as q from './db.ts';
 export const RUN_HEADERS = {
   kind: 'x-job-kind',
   name: 'x-job-name',
-  runId: 'x-job-run-id',
+  jobId: 'x-job-id',
   attempt: 'x-job-attempt',
 } as const;
 
@@ -49,14 +49,16 @@ function message(err: unknown): string {
 async function callSql(deps: Deps, target: string, role: string, timeoutMs: number, payload: unknown, requestId: string): Promise<void> {
   const m = /^sql:([^.]+)\.(.+)$/.exec(target)!;
   const claims = JSON.stringify({ role });
-  await deps.db.sql.begin(async (tx) => {
-    await tx`select set_config('role', ${role}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
-                    set_config('request.jwt.claims', ${claims}, true), set_config('request.id', ${requestId}, true)`;
-    await tx`select ${tx(m[1])}.${tx(m[2])}(${JSON.stringify(payload ?? null)}::text::jsonb)`;
-  });
+  // Both statements go at once (pipelined): the role and the timeout are set in a statement
+  // before the call's, as every request's are.
+  await deps.db.sql.begin((tx) => [
+    tx`select set_config('role', ${role}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
+              set_config('request.jwt.claims', ${claims}, true), set_config('request.id', ${requestId}, true)`,
+    tx`select ${tx(m[1])}.${tx(m[2])}(${JSON.stringify(payload ?? null)}::text::jsonb)`,
+  ]);
 }
 
-async function callFunction(base: string, deps: Deps, target: string, job: RunJob, runId: string, timeoutMs: number, requestId: string): Promise<void> {
+async function callFunction(base: string, deps: Deps, target: string, job: RunJob, jobId: string, timeoutMs: number, requestId: string): Promise<void> {
   const name = target.slice('function:'.length);
   const res = await fetch(`${base}/functions/v1/${encodeURIComponent(name)}`, {
     method: 'POST',
@@ -67,7 +69,7 @@ async function callFunction(base: string, deps: Deps, target: string, job: RunJo
       'x-request-id': requestId,
       [RUN_HEADERS.kind]: job.k,
       [RUN_HEADERS.name]: job.n,
-      [RUN_HEADERS.runId]: runId,
+      [RUN_HEADERS.jobId]: jobId,
       [RUN_HEADERS.attempt]: String(job.a),
     },
     body: JSON.stringify(job.p ?? null),
@@ -77,26 +79,51 @@ async function callFunction(base: string, deps: Deps, target: string, job: RunJo
   if (res.status < 200 || res.status > 299) throw new Error(`HTTP ${res.status}: ${text.slice(0, 500)}`);
 }
 
+/** How long a target read from SQL is used before it is read again (a changed queue takes effect within it). */
+const TARGET_TTL_MS = 1000;
+
 /** `base()`: this instance's own URL (known once it listens). */
 export function runTask(deps: Deps, base: () => string): Task {
+  const targets = new Map<string, { at: number; t: Promise<q.RunTarget> }>();
+  const targetOf = (kind: string, name: string): Promise<q.RunTarget> => {
+    const key = `${kind}:${name}`;
+    const hit = targets.get(key);
+    if (hit !== undefined && Date.now() - hit.at < TARGET_TTL_MS) return hit.t;
+    const t = q.runTarget(deps.db.sql, kind, name);
+    targets.set(key, { at: Date.now(), t });
+    t.catch(() => targets.delete(key));
+    return t;
+  };
   return async (raw, helpers) => {
     const job = raw as RunJob;
     const requestId = randomUUID();
-    const began = await q.beginRun(deps.db.sql, job.k, job.n, helpers.job.id, job.a, job.at, requestId);
-    if (began.status === 'gone') {
-      deps.log.warn({ kind: job.k, name: job.n, run_id: began.run_id }, 'run of a removed schedule or queue recorded as failed');
-      return;
-    }
-    const target = began.target!;
+    const t = await targetOf(job.k, job.n);
+    const startedAt = new Date();
     let error: string | null = null;
-    try {
-      if (target.startsWith('sql:')) await callSql(deps, target, began.role!, began.timeout_ms!, job.p, requestId);
-      else await callFunction(base(), deps, target, job, began.run_id, began.timeout_ms!, requestId);
-    } catch (err) {
-      error = message(err).slice(0, MAX_ERROR) || 'failed';
+    if (t.target === null) {
+      error = `the ${job.k} no longer exists`;
+    } else {
+      try {
+        if (t.target.startsWith('sql:')) await callSql(deps, t.target, t.role!, t.timeout_ms!, job.p, requestId);
+        else await callFunction(base(), deps, t.target, job, helpers.job.id, t.timeout_ms!, requestId);
+      } catch (err) {
+        error = message(err).slice(0, MAX_ERROR) || 'failed';
+      }
     }
-    const outcome = await q.finishRun(deps.db.sql, began.run_id, error === null, error, job);
-    if (outcome !== 'succeeded') deps.log.warn({ kind: job.k, name: job.n, run_id: began.run_id, attempt: job.a, outcome, error }, 'run failed');
+    const outcome = await q.recordRun(deps.db.sql, {
+      kind: job.k,
+      name: job.n,
+      jobId: helpers.job.id,
+      attempt: job.a,
+      maxAttempts: t.max_attempts,
+      scheduledFor: job.at,
+      requestId,
+      startedAt,
+      finishedAt: new Date(),
+      error,
+      job,
+    });
+    if (outcome !== 'succeeded') deps.log.warn({ kind: job.k, name: job.n, job_id: helpers.job.id, attempt: job.a, outcome, error }, 'run failed');
   };
 }
 

@@ -33,16 +33,21 @@ fn('job_echo', `export default async (req: Request) => {
   const h = (k: string) => req.headers.get(k);
   const want = { kind: 'queue', name: 'fnq', attempt: '1' };
   const got = { kind: h('x-job-kind'), name: h('x-job-name'), attempt: h('x-job-attempt') };
-  if (body.x !== 42 || JSON.stringify(got) !== JSON.stringify(want) || !h('x-job-run-id') || !h('x-request-id') || !h('authorization')) {
+  if (body.x !== 42 || JSON.stringify(got) !== JSON.stringify(want) || !h('x-job-id') || !h('x-request-id') || !h('authorization')) {
     return Response.json({ body, got }, { status: 500 });
   }
   return Response.json({ ok: true });
 };`);
 
+fn('whoami', `export default (req: Request) => Response.json({
+  url: Deno.env.get('PLINTH_URL'), supabaseUrl: Deno.env.get('SUPABASE_URL'), anon: Deno.env.get('PLINTH_ANON_KEY'),
+  claims: JSON.parse(req.headers.get('x-caller-claims') ?? 'null'),
+});`);
+
 const logs: string[] = [];
 const log = pino({ level: 'info', base: undefined }, { write: (s: string) => void logs.push(s) });
 const db = await createTestDatabase(t);
-await db.sql`insert into edge.functions (name, runtime, verify_jwt) values ('healthy', 'deno', false), ('spin', 'deno', false), ('bomb', 'deno', false), ('job_echo', 'deno', true)`;
+await db.sql`insert into edge.functions (name, runtime, verify_jwt) values ('healthy', 'deno', false), ('spin', 'deno', false), ('bomb', 'deno', false), ('job_echo', 'deno', true), ('whoami', 'deno', false)`;
 const app = await startApp(t, { db, log, env: { FUNCTIONS_DIR: dir, FUNCTIONS_TIMEOUT_MS: '1500', FUNCTIONS_MEMORY_MB: '64' } });
 const pool = bundledRuntime(app.service.app)!;
 
@@ -58,7 +63,7 @@ t.test('an endless loop and a memory bomb beside a healthy function', async (t) 
   while (!done || healthy.length < 5) healthy.push((await app.call('GET', '/functions/v1/healthy')).status);
   const [s, b] = await incident;
   t.ok([502, 504].includes(s.status), `the endless loop's call ends (${s.status})`);
-  t.equal(b.status, 502, "the memory bomb's call ends");
+  t.ok([502, 504].includes(b.status), `the memory bomb's call ends (${b.status})`);
   t.same([...new Set(healthy)], [200], `the healthy function answered 200 all along (${healthy.length} calls)`);
   t.ok(await waitFor(() => pool.member('spin').pid !== spinPid && pool.member('bomb').pid !== bombPid, 20_000, 50), 'both processes were ended');
   t.ok(logs.some((l) => l.includes('over its budget') && l.includes('"budget":"cpu"') && l.includes('"function":"spin"')), 'the CPU budget is logged');
@@ -80,4 +85,15 @@ t.test('an edge function as a queue target: the payload and the run headers', as
   t.equal(second.outcome, 'failed', 'a payload it refuses fails the run');
   t.match(second.error, /HTTP 500: .*"x":41/, 'with the answer in the error');
   t.match(first.request_id, /^[0-9a-f-]{36}$/);
+});
+
+t.test('a function learns its caller and how to reach plinth', async (t) => {
+  const r = await app.call('GET', '/functions/v1/whoami', { token: app.serviceKey, headers: { 'x-caller-claims': '{"role":"forged"}' } });
+  t.equal(r.status, 200);
+  t.equal(r.body.url, app.url, 'PLINTH_URL: the service');
+  t.equal(r.body.supabaseUrl, app.url, 'and under Supabase\'s name');
+  t.equal(r.body.anon, app.anonKey, 'PLINTH_ANON_KEY');
+  t.equal(r.body.claims.role, 'service_role', 'the verified claims, not the forged header');
+  const anon = await app.call('GET', '/functions/v1/whoami', { headers: { authorization: 'Bearer not-a-token' } });
+  t.equal(anon.body.claims.role, 'anon', 'no valid credential (verify_jwt off): the anon claims');
 });
