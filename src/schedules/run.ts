@@ -46,16 +46,42 @@ function message(err: unknown): string {
   return String(err);
 }
 
-async function callSql(deps: Deps, target: string, role: string, timeoutMs: number, payload: unknown, requestId: string): Promise<void> {
-  const m = /^sql:([^.]+)\.(.+)$/.exec(target)!;
-  const claims = JSON.stringify({ role });
-  // Both statements go at once (pipelined): the role and the timeout are set in a statement
-  // before the call's, as every request's are.
-  await deps.db.sql.begin((tx) => [
-    tx`select set_config('role', ${role}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
-              set_config('request.jwt.claims', ${claims}, true), set_config('request.id', ${requestId}, true)`,
-    tx`select ${tx(m[1])}.${tx(m[2])}(${JSON.stringify(payload ?? null)}::text::jsonb)`,
-  ]);
+/**
+ * A `sql:` target, and on success the attempt's row, in one transaction sent at once (one
+ * round trip): begin; the role, timeout, claims and request id; the call; back to the
+ * connecting role; record_run (its times from the transaction's start and the clock); commit.
+ * The commit does not wait for the disk: the job's completion, a later synchronous commit,
+ * flushes it (WAL is written in order), and until then a crash only means the job runs
+ * again (at least once, as before). Returns the outcome, or the error when the call failed
+ * (the transaction then rolled back, and the caller records the attempt).
+ */
+async function callSql(deps: Deps, t: q.RunTarget, job: RunJob, jobId: string, requestId: string): Promise<{ outcome: q.Outcome } | { error: string }> {
+  const m = /^sql:([^.]+)\.(.+)$/.exec(t.target!)!;
+  const claims = JSON.stringify({ role: t.role });
+  const c = await deps.db.sql.reserve();
+  try {
+    const sent = [
+      c`begin`.execute(),
+      c`select set_config('role', ${t.role!}, true), set_config('statement_timeout', ${String(t.timeout_ms)}, true),
+               set_config('request.jwt.claims', ${claims}, true), set_config('request.id', ${requestId}, true),
+               set_config('synchronous_commit', 'off', true)`.execute(),
+      c`select ${c(m[1])}.${c(m[2])}(${JSON.stringify(job.p ?? null)}::text::jsonb)`.execute(),
+      c`select set_config('role', 'none', true)`.execute(),
+      c<{ outcome: q.Outcome }[]>`select plinth_private.record_run(${job.k}, ${job.n}, ${jobId}::bigint, ${job.a}, ${t.max_attempts}::int,
+        ${job.at}::timestamptz, ${requestId}, null, null, true, null, ${JSON.stringify(job)}::text::jsonb) as outcome`.execute(),
+      c`commit`.execute(),
+    ];
+    const settled = await Promise.allSettled(sent);
+    const failed = settled.find((r) => r.status === 'rejected');
+    if (failed !== undefined) {
+      // A failed statement aborted the transaction; the commit (if it got that far) rolled back.
+      await c`rollback`.catch(() => {});
+      return { error: message(failed.reason) };
+    }
+    return { outcome: (settled[4] as PromiseFulfilledResult<{ outcome: q.Outcome }[]>).value[0].outcome };
+  } finally {
+    c.release();
+  }
 }
 
 async function callFunction(base: string, deps: Deps, target: string, job: RunJob, jobId: string, timeoutMs: number, requestId: string): Promise<void> {
@@ -102,14 +128,18 @@ export function runTask(deps: Deps, base: () => string): Task {
     let error: string | null = null;
     if (t.target === null) {
       error = `the ${job.k} no longer exists`;
+    } else if (t.target.startsWith('sql:')) {
+      const r = await callSql(deps, t, job, helpers.job.id, requestId);
+      if ('outcome' in r) return;
+      error = r.error;
     } else {
       try {
-        if (t.target.startsWith('sql:')) await callSql(deps, t.target, t.role!, t.timeout_ms!, job.p, requestId);
-        else await callFunction(base(), deps, t.target, job, helpers.job.id, t.timeout_ms!, requestId);
+        await callFunction(base(), deps, t.target, job, helpers.job.id, t.timeout_ms!, requestId);
       } catch (err) {
-        error = message(err).slice(0, MAX_ERROR) || 'failed';
+        error = message(err);
       }
     }
+    error = error === null ? null : error.slice(0, MAX_ERROR) || 'failed';
     const outcome = await q.recordRun(deps.db.sql, {
       kind: job.k,
       name: job.n,

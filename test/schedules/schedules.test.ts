@@ -20,6 +20,8 @@ await db.sql.unsafe(`
   grant execute on function public.record_tick(jsonb) to service_role;
   create function public.always_fails(p jsonb) returns void language plpgsql as $$ begin raise exception 'no luck %', p->>'n'; end $$;
   grant execute on function public.always_fails(jsonb) to service_role;
+  create function public.slow(p jsonb) returns void language sql as $$ select pg_sleep(5) $$;
+  grant execute on function public.slow(jsonb) to service_role;
   create table public.orders (id int primary key, total int);
   create function public.tg_orders__enqueue() returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
     begin perform plinth.enqueue('orders', jsonb_build_object('kind', 'order', 'id', new.id)); return new; end $$;
@@ -83,6 +85,15 @@ t.test('a failing SQL target: retried, then recorded as failed with its error', 
   t.match(all[0].error, /no luck 7/, 'with the error text');
   t.equal(typeof all[0].duration_ms, 'number');
   t.same((await runs('name=flaky&limit=1&before=' + all[0].id)).map((x) => x.id), [all[1].id], 'paging by before');
+});
+
+t.test('a SQL target runs with the statement timeout of options.timeout', async (t) => {
+  await db.sql`select plinth.queue('slow', 'sql:public.slow', '{"max_attempts": 1, "timeout": 0.2}')`;
+  await db.sql`select plinth.enqueue('slow')`;
+  t.ok(await waitFor(async () => (await runs('name=slow')).length === 1, 20_000, 100), 'recorded');
+  const [r] = await runs('name=slow');
+  t.equal(r.outcome, 'failed');
+  t.match(r.error, /statement timeout/);
 });
 
 t.test('a queue fed by a trigger: a rolled-back transaction runs nothing', async (t) => {
