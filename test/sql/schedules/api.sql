@@ -2,7 +2,7 @@
 -- macros, seconds, time zones), schedule as an upsert keyed by one tick job, unschedule,
 -- queues, enqueue inside a transaction (rolled back: nothing), job keys, attempts, and the rights.
 begin;
-select plan(27);
+select plan(28);
 
 create function public.sq_target(p jsonb) returns void language sql as $$ select null::void $$;
 
@@ -49,6 +49,9 @@ select is(plinth_private.record_run('queue', 'q', 2, 2, 2, null, 'req-2', now(),
   'failed', 'the last attempt fails: failed');
 select is(plinth_private.record_run('queue', 'gone', 3, 1, null, null, 'req-3', now(), now(), false, 'the queue no longer exists', '{}'),
   'failed', 'a removed queue: failed, not retried');
+
+update plinth_private.runs set started_at = now() - interval '15 days' where job_id = 1;
+select is(plinth_private.purge_runs(14), 1::bigint, 'retention: a run older than the days given goes, the others stay');
 
 set local role anon;
 select throws_ok($$select plinth.enqueue('q', '{}')$$, '42501', null, 'anon cannot enqueue');
