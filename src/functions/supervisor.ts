@@ -180,7 +180,7 @@ export class DenoSupervisor {
         this.secret = secret;
         this.wasUp = true;
         clearTimeout(startTimer);
-        log.info({ url: this.url, pid: child.pid, functionsDir }, 'edge runtime listening');
+        log.info({ url: this.url, pid: child.pid, function: this.opts.name, functionsDir }, 'edge runtime listening');
         for (const w of this.waiters.splice(0)) w();
         return;
       }
