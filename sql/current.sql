@@ -1,1 +1,2 @@
--- Enter migration here
+--!include schedules/cron.sql
+--!include schedules/schedules.sql

@@ -18,6 +18,7 @@ import { devArea } from './dev/index.ts';
 import { restArea } from './rest/index.ts';
 import { authArea } from './auth/index.ts';
 import { webhooksArea } from './webhooks/index.ts';
+import { schedulesArea } from './schedules/index.ts';
 import { functionsArea } from './functions/index.ts';
 import { liveArea } from './live/index.ts';
 import { storageArea } from './storage/index.ts';
@@ -25,7 +26,7 @@ import { siteArea } from './site/index.ts';
 
 export type { Area, Deps };
 
-export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea, liveArea, storageArea, siteArea];
+export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, schedulesArea, functionsArea, liveArea, storageArea, siteArea];
 
 export interface ServiceOptions {
   databaseUrl: string;

@@ -115,6 +115,10 @@ export interface Config {
   /** EDGE_RUNTIME_SECRET: sent to an external EDGE_RUNTIME_URL in `x-plinth-runtime-secret` (the bundled runtime gets a random one per start). */
   edgeRuntimeSecret: string | null;
   webhookTimeoutMs: number;
+  /** JOB_RUN_RETENTION_DAYS: how long the run log of schedules and queues keeps a finished run. */
+  jobRunRetentionDays: number;
+  /** FUNCTIONS_MEMORY_MB: the heap budget of each bundled-runtime function process. */
+  functionsMemoryMb: number;
   wsMaxConnections: number;
   wsMaxConnectionsPerIp: number;
   /** Seconds between WebSocket pings; a client that missed the previous pong is closed. */
@@ -508,6 +512,8 @@ export function parseConfig(env: Env = process.env): Config {
     functionsDenyNet: Object.freeze(netList(env, 'FUNCTIONS_DENY_NET') ?? []),
     edgeRuntimeSecret: edgeRuntimeSecret(env),
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10000, 1),
+    jobRunRetentionDays: int(env, 'JOB_RUN_RETENTION_DAYS', 14, 1, 3650),
+    functionsMemoryMb: int(env, 'FUNCTIONS_MEMORY_MB', 256, 16, 65536),
     wsMaxConnections: int(env, 'WS_MAX_CONNECTIONS', 10000, 1),
     wsMaxConnectionsPerIp: int(env, 'WS_MAX_CONNECTIONS_PER_IP', 100, 1),
     wsPingInterval: int(env, 'WS_PING_INTERVAL', 30, 1, 3600),

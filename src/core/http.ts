@@ -37,6 +37,18 @@ export function clientIp(req: FastifyRequest, _trustProxy?: TrustProxy): string 
  * it, then the trusted proxies, then the socket's address. Entries left of the resolved
  * client were written by the client and are dropped.
  */
+/**
+ * This instance's own URL as seen from this machine (`HOST` 0.0.0.0 or :: → loopback), once
+ * it listens: what its job worker and its functions call it back on.
+ */
+export function ownUrl(app: FastifyInstance, config: Pick<RuntimeConfig, 'host' | 'port'>): string {
+  const a = app.server.address();
+  const port = typeof a === 'object' && a !== null ? a.port : config.port;
+  const host = config.host;
+  const h = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') ? `[${host}]` : host;
+  return `http://${h}:${port}`;
+}
+
 export function forwardedFor(req: FastifyRequest): string | undefined {
   const hops = req.ips ?? [req.ip];
   const out = hops.filter((h): h is string => typeof h === 'string' && h !== '').reverse();

@@ -28,33 +28,48 @@ import { existsSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { gatedCredential } from '../core/credentials.ts';
 import type { Area, Deps } from '../core/area.ts';
+import type { RuntimeConfig } from '../core/config.ts';
 import type { RequestContext } from '../core/db.ts';
 import { ERRORS, pgErrorToAppError } from '../core/errors.ts';
-import { sendJsonText } from '../core/http.ts';
+import { ownUrl, sendJsonText } from '../core/http.ts';
 import { execute } from '../rest/execute.ts';
 import { FunctionCache, type FunctionEntry } from './catalog.ts';
 import { FUNCTION_ERRORS, createForwarder } from './forward.ts';
 import { databaseTargets, netFlags, type Target } from './net.ts';
 import { encodeSegment, functionPath } from './path.ts';
-import { DenoSupervisor, denoCacheDir, denoExecutable } from './supervisor.ts';
+import { RuntimePool, denoCacheDir, denoExecutable } from './supervisor.ts';
 
 const PREFIX = '/functions/v1';
+/** The verified caller's claims (JSON), as a function receives them. */
+export const CALLER_HEADER = 'x-caller-claims';
+
+/**
+ * The bundled runtime's environment: the FUNCTIONS_ENV variables, and how to call plinth
+ * back, as Supabase gives its functions: the service's URL and the anon key (under plinth's
+ * names and Supabase's); the service-role key only under a name FUNCTIONS_ENV lists.
+ */
+function functionEnv(config: RuntimeConfig, url: string): Record<string, string | null> {
+  const env: Record<string, string | null> = { ...config.functionsEnv, PLINTH_URL: url, PLINTH_ANON_KEY: config.anonKey, SUPABASE_URL: url, SUPABASE_ANON_KEY: config.anonKey };
+  for (const name of ['PLINTH_SERVICE_ROLE_KEY', 'SUPABASE_SERVICE_ROLE_KEY']) if (name in config.functionsEnv) env[name] = config.serviceRoleKey;
+  return env;
+}
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 /** How long a call waits for the bundled runtime's first start before 502. */
 const FIRST_START_WAIT_MS = 15_000;
 
 /** What a running instance of this area holds; per fastify instance (several services may share a process). */
 interface FunctionsState {
-  supervisor: DenoSupervisor | null;
+  /** The bundled runtime: one process per function (supervisor.ts). */
+  pool: RuntimePool | null;
   /** Why the bundled runtime cannot run (no Deno binary), once found out. */
   noDeno: Error | null;
 }
 
 const states = new WeakMap<FastifyInstance, FunctionsState>();
 
-/** The bundled Deno runtime of a service's app, if it started one (tests, bench). */
-export function bundledRuntime(app: FastifyInstance): DenoSupervisor | null {
-  return states.get(app)?.supervisor ?? null;
+/** The bundled Deno runtime of a service's app (its processes, one per function), if it started one (tests, bench). */
+export function bundledRuntime(app: FastifyInstance): RuntimePool | null {
+  return states.get(app)?.pool ?? null;
 }
 
 function hasBody(req: FastifyRequest): boolean {
@@ -106,8 +121,8 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
 
-  const startBundled = (): DenoSupervisor | null => {
-    if (state.supervisor !== null) return state.supervisor;
+  const startBundled = (): RuntimePool | null => {
+    if (state.pool !== null) return state.pool;
     if (state.noDeno !== null || !existsSync(config.functionsDir)) return null;
     const exe = denoExecutable();
     if (exe instanceof Error) {
@@ -116,17 +131,24 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
       return null;
     }
     const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, listeningPorts(root), database);
-    const sup = new DenoSupervisor(exe, { functionsDir: config.functionsDir, env: config.functionsEnv, cacheDir: denoCacheDir(config.dataDir), net, log });
-    state.supervisor = sup;
-    sup.start();
-    return sup;
+    state.pool = new RuntimePool(exe, {
+      functionsDir: config.functionsDir,
+      env: functionEnv(config, ownUrl(root, config)),
+      cacheDir: denoCacheDir(config.dataDir),
+      net,
+      log,
+      memoryMb: config.functionsMemoryMb,
+      cpuMs: Math.max(1000, config.functionsTimeoutMs),
+    });
+    return state.pool;
   };
 
   /** The runtime's address and the secret that proves a call comes from plinth. */
-  const runtimeOf = async (): Promise<{ base: string; secret: string | null }> => {
+  const runtimeOf = async (name: string): Promise<{ base: string; secret: string | null }> => {
     if (config.edgeRuntimeUrl !== null) return { base: config.edgeRuntimeUrl, secret: config.edgeRuntimeSecret };
-    const sup = startBundled();
-    if (sup === null) throw FUNCTION_ERRORS.notConfigured();
+    const pool = startBundled();
+    if (pool === null) throw FUNCTION_ERRORS.notConfigured();
+    const sup = pool.member(name);
     // The first start is awaited; after a crash (or a failed first start), calls get 502
     // until the runtime is up again.
     if (sup.url === null && sup.firstStart) await sup.ready(FIRST_START_WAIT_MS);
@@ -184,9 +206,11 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
       const out = await execute(db, caller, { plan: entry.plan, params: [payload], offset: 0 });
       return sendJsonText(reply, out.status, out.body ?? 'null');
     }
-    if (entry.verifyJwt) await credentials.api(req);
+    // The caller as plinth verified it, for the function: whatever a caller sent under this
+    // name is replaced (verify_jwt = false and no valid credential: the anon claims).
+    req.headers[CALLER_HEADER] = (await callerOf(req, entry)).claims;
     const drop = await unverified(req);
-    const { base, secret } = await runtimeOf();
+    const { base, secret } = await runtimeOf(name);
     return forwarder.forward(req, reply, { base, path, name: encodeSegment(name), secret, drop });
   };
 
@@ -216,10 +240,20 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
   app.route({ method: METHODS, url: `${PREFIX}/:name`, handler: invoke });
   app.route({ method: METHODS, url: `${PREFIX}/:name/*`, handler: invoke });
 
-  // The bundled runtime starts as soon as the service listens (calls before it is up wait for it).
+  // The bundled runtime starts as soon as the service listens: a process for each active
+  // deno function of the catalog (calls before it is up wait for it); a function added
+  // later gets its process at its first call.
   if (config.edgeRuntimeUrl === null) {
     root.addHook('onListen', (done) => {
-      startBundled();
+      const pool = startBundled();
+      if (pool !== null) {
+        Promise.resolve(cache.get()).then(
+          (entries) => {
+            for (const [name, e] of entries) if (e.status === 'active' && e.runtime === 'deno') pool.member(name);
+          },
+          () => {},
+        );
+      }
       done();
     });
   }
@@ -234,10 +268,10 @@ export const functionsArea: Area = {
     deps.db.onCacheReload('rest', () => cache.reload());
     await cache.reload().catch((err: unknown) => deps.log.warn({ err }, 'function catalog not loaded at start'));
 
-    const state: FunctionsState = { supervisor: null, noDeno: null };
+    const state: FunctionsState = { pool: null, noDeno: null };
     states.set(app, state);
     app.addHook('onClose', async () => {
-      await state.supervisor?.stop();
+      await state.pool?.stop();
     });
     // The database the functions must not reach: resolved once, before the runtime starts.
     const { host, port } = deps.db.sql.options;

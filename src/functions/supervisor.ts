@@ -18,10 +18,18 @@
  *   by itself when its stdin closes, so a service killed hard leaves no runtime behind.
  * - Its stdout and stderr go to the service log; the runtime writes a function's stack
  *   there (one JSON line), never into a response.
+ * - Budgets (RuntimePool runs one such process per function, so one function's incident
+ *   is its own): the V8 heap is capped at FUNCTIONS_MEMORY_MB (`--max-old-space-size`;
+ *   over it V8 ends the process), and its resident memory is watched too (off-heap
+ *   buffers) with a margin for Deno itself; the runtime beats on stdout every 100 ms, and
+ *   a process whose beat stops for the CPU budget (FUNCTIONS_TIMEOUT_MS, at least 1 s: a
+ *   function that holds the event loop, an endless loop) is killed. A process that dies
+ *   after serving is started again at once (the backoff applies only to one that dies
+ *   straight after its start, a crash loop).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -33,6 +41,15 @@ const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 10_000;
 const HEALTHY_AFTER_MS = 60_000;
 const START_TIMEOUT_MS = 30_000;
+/** How often the watchdog looks at a child's beat and memory. */
+const WATCH_EVERY_MS = 100;
+/** Resident memory allowed beyond the heap budget: Deno's own (its code, the compiler cache) and buffers. */
+const RSS_MARGIN_MB = 192;
+/** A child that dies this long after it listened was not in a crash loop: it is replaced at once. */
+const CRASH_LOOP_MS = 1000;
+/** The line the runtime writes every 100 ms while its event loop turns (runtime/server.ts). */
+const BEAT = '.';
+const OUT_OF_MEMORY = /out of memory|heap limit/i;
 
 /** The Deno executable the `deno` npm package installed for this platform, or an Error saying why not. */
 export function denoExecutable(): string | Error {
@@ -54,6 +71,12 @@ export interface SupervisorOptions {
   /** Deno's `--allow-net` / `--deny-net` flags (net.ts). */
   net: readonly string[];
   log: Logger;
+  /** FUNCTIONS_MEMORY_MB: the V8 heap cap (and, with a margin, the resident memory cap); null: none. */
+  memoryMb?: number | null;
+  /** The CPU budget: a child whose beat stops this long is killed; null: no watchdog. */
+  cpuMs?: number | null;
+  /** The function this process serves (logged with its incidents). */
+  name?: string;
 }
 
 export class DenoSupervisor {
@@ -102,6 +125,7 @@ export class DenoSupervisor {
       // req.signal aborts when the caller goes away, not also after every answer (and no
       // warning about the legacy behaviour on the first request).
       '--unstable-no-legacy-abort',
+      ...(this.opts.memoryMb ? [`--v8-flags=--max-old-space-size=${this.opts.memoryMb}`] : []),
       ...net,
       `--allow-read=${functionsDir}`,
       ...(names.length > 0 ? [`--allow-env=${names.join(',')}`] : []),
@@ -124,14 +148,39 @@ export class DenoSupervisor {
     }, START_TIMEOUT_MS);
     startTimer.unref();
 
+    let lastBeat = Date.now();
+    let listenedAt = 0;
+    let killedFor: string | null = null;
+    const watchdog = setInterval(() => {
+      if (this.child !== child || listenedAt === 0 || killedFor !== null) return;
+      const { cpuMs, memoryMb, name } = this.opts;
+      if (cpuMs && Date.now() - lastBeat > cpuMs) killedFor = 'cpu';
+      else if (memoryMb && child.pid !== undefined && rssMb(child.pid) > memoryMb + RSS_MARGIN_MB) killedFor = 'memory';
+      if (killedFor === null) return;
+      log.error({ function: name, pid: child.pid, budget: killedFor, cpu_ms: cpuMs, memory_mb: memoryMb }, 'edge function over its budget; its process is ended and replaced');
+      child.kill('SIGKILL');
+    }, WATCH_EVERY_MS);
+    watchdog.unref();
+
+    // V8 ends a process over its heap cap itself, saying so on stdout or stderr.
+    const outOfMemory = () => {
+      if (killedFor === null) log.error({ function: this.opts.name, pid: child.pid, budget: 'memory', memory_mb: this.opts.memoryMb }, 'edge function over its budget; its process is ended and replaced');
+      killedFor = 'memory';
+    };
     createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line === BEAT) {
+        lastBeat = Date.now();
+        return;
+      }
+      if (OUT_OF_MEMORY.test(line)) return outOfMemory();
       if (this.url === null && this.child === child && line.startsWith('{"plinth_edge_listening":')) {
+        lastBeat = listenedAt = Date.now();
         const port = (JSON.parse(line) as { plinth_edge_listening: number }).plinth_edge_listening;
         this.url = `http://127.0.0.1:${port}`;
         this.secret = secret;
         this.wasUp = true;
         clearTimeout(startTimer);
-        log.info({ url: this.url, pid: child.pid, functionsDir }, 'edge runtime listening');
+        log.info({ url: this.url, pid: child.pid, function: this.opts.name, functionsDir }, 'edge runtime listening');
         for (const w of this.waiters.splice(0)) w();
         return;
       }
@@ -141,6 +190,8 @@ export class DenoSupervisor {
       const entry = line.startsWith('{') ? parseLine(line) : null;
       if (entry !== null && entry.level === 'error') {
         log.error({ function: entry.function, stack: entry.stack }, typeof entry.msg === 'string' ? entry.msg : 'edge function error');
+      } else if (OUT_OF_MEMORY.test(line)) {
+        outOfMemory();
       } else {
         log.warn({ edge_runtime: 'stderr' }, line);
       }
@@ -148,6 +199,7 @@ export class DenoSupervisor {
     child.stdin.on('error', () => {});
     const gone = (code: number | null, signal: NodeJS.Signals | null) => {
       clearTimeout(startTimer);
+      clearInterval(watchdog);
       if (this.child !== child) return;
       this.child = null;
       this.url = null;
@@ -155,9 +207,10 @@ export class DenoSupervisor {
       for (const w of this.waiters.splice(0)) w();
       if (this.stopping) return;
       if (Date.now() - startedAt > HEALTHY_AFTER_MS) this.backoff = BACKOFF_MIN_MS;
-      const delay = this.backoff;
-      this.backoff = Math.min(this.backoff * 2, BACKOFF_MAX_MS);
-      log.error({ code, signal, restart_in_ms: delay }, 'edge runtime exited; restarting');
+      // Served a while, then died (a budget, a crash): replaced at once. A crash loop backs off.
+      const delay = listenedAt !== 0 && Date.now() - listenedAt > CRASH_LOOP_MS ? 0 : this.backoff;
+      if (delay !== 0) this.backoff = Math.min(this.backoff * 2, BACKOFF_MAX_MS);
+      log.error({ code, signal, function: this.opts.name, budget: killedFor ?? undefined, restart_in_ms: delay }, 'edge runtime exited; restarting');
       this.restartTimer = setTimeout(() => {
         this.restartTimer = null;
         this.start();
@@ -203,6 +256,49 @@ export class DenoSupervisor {
     this.child = null;
     this.url = null;
     this.secret = null;
+  }
+}
+
+/** Resident memory of a process in MB (Linux /proc); 0 where it cannot be read. */
+function rssMb(pid: number): number {
+  try {
+    const pages = Number(readFileSync(`/proc/${pid}/statm`, 'utf8').split(' ')[1]);
+    return (pages * 4096) / 1048576;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * One runtime process per function (started on its first call, then kept): an endless loop
+ * or a memory bomb in one function ends only that function's process, while calls to the
+ * others go on. Each process serves FUNCTIONS_DIR as before, with its own secret.
+ */
+export class RuntimePool {
+  readonly members = new Map<string, DenoSupervisor>();
+  private stopped = false;
+  private readonly exe: string;
+  private readonly opts: SupervisorOptions;
+
+  constructor(exe: string, opts: SupervisorOptions) {
+    this.exe = exe;
+    this.opts = opts;
+  }
+
+  /** The process of function `name`, started if it was not. */
+  member(name: string): DenoSupervisor {
+    let sup = this.members.get(name);
+    if (sup === undefined) {
+      sup = new DenoSupervisor(this.exe, { ...this.opts, name });
+      this.members.set(name, sup);
+      if (!this.stopped) sup.start();
+    }
+    return sup;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await Promise.all([...this.members.values()].map((m) => m.stop()));
   }
 }
 

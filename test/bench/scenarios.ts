@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { RequestSpec, Traffic } from './load.ts';
 import { WEBHOOK_SCENARIOS } from './webhooks.ts';
+import { JOB_SCENARIOS } from './jobs.ts';
 import { FUNCTION_SCENARIOS } from './functions.ts';
 import { LIVE_SCENARIOS } from './live.ts';
 import { STORAGE_SCENARIOS } from './storage.ts';
@@ -260,6 +261,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     baseline: health,
   },
   ...WEBHOOK_SCENARIOS,
+  ...JOB_SCENARIOS,
   ...FUNCTION_SCENARIOS,
   ...LIVE_SCENARIOS,
   ...STORAGE_SCENARIOS,
@@ -271,4 +273,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'live-latency', 'broadcast-fanout', 'live-write-cost', 'storage-upload', 'storage-download', 'storage-resumable', 'storage-thumbnail'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'broadcast-fanout', 'live-write-cost', 'storage-upload', 'storage-download', 'storage-resumable', 'storage-thumbnail'];

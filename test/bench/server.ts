@@ -28,7 +28,8 @@ try {
     worker: process.env.BENCH_WORKER !== 'false',
   });
   serveCommands({}, () => service.close(), service.app.server);
-  const runtime = bundledRuntime(service.app);
+  // The process of the bench's function (the bundled runtime runs one per function).
+  const runtime = bundledRuntime(service.app)?.member('bench_hello');
   const edgeRuntimeUrl = (await runtime?.ready(30_000)) ?? null;
   const edgeRuntimeSecret = runtime?.secret ?? null;
   sendReady({ url: service.url, anonKey: config.anonKey, serviceRoleKey: config.serviceRoleKey, pid: process.pid, edgeRuntimeUrl, edgeRuntimeSecret } satisfies ServerReady);

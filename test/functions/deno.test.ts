@@ -61,7 +61,8 @@ const app = await startApp(t, {
   log,
   env: { FUNCTIONS_DIR: dir, FUNCTIONS_ENV: 'PLINTH_FN_GREETING', PLINTH_FN_GREETING: 'hi there', PLINTH_FN_HIDDEN: 'not for functions' },
 });
-const runtime = bundledRuntime(app.service.app);
+// The process of 'hello' (one per function).
+const runtime = bundledRuntime(app.service.app)?.member('hello');
 
 t.test('the bundled runtime answers from FUNCTIONS_DIR/<name>/index.ts', async (t) => {
   t.ok(runtime, 'a bundled runtime was started (EDGE_RUNTIME_URL unset, FUNCTIONS_DIR exists)');

@@ -43,7 +43,7 @@ await db.sql`insert into edge.functions (name, runtime, status, verify_jwt) valu
   ('secret_disabled', 'deno', 'disabled', false),
   ('secret_jwt', 'deno', 'active', true)`;
 const app = await startApp(t, { db, env: { FUNCTIONS_DIR: dir } });
-const runtime = bundledRuntime(app.service.app)!;
+const runtime = bundledRuntime(app.service.app)!.member('public');
 
 /** A token claiming the service role, signed with a key that is not plinth's. */
 const forged = await new SignJWT({ role: 'service_role' })

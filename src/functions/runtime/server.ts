@@ -23,6 +23,8 @@
  *   500 `{"error": "internal error"}`; the stack goes to stderr as one JSON line, which the
  *   supervisor writes to the service log. Never into the response.
  * - The runtime exits when its stdin closes: the service that started it is gone.
+ * - While it serves, it writes a line `.` to stdout every 100 ms: the supervisor ends a
+ *   process whose beat stops for longer than its CPU budget.
  */
 
 // Deno's globals, as far as this file uses them (the repository type-checks with Node's types).
@@ -34,6 +36,7 @@ declare const Deno: {
     handler: (req: Request) => Response | Promise<Response>,
   ): unknown;
   stdin: { read(buf: Uint8Array): Promise<number | null> };
+  stdout: { writeSync(buf: Uint8Array): number };
   exit(code: number): never;
 };
 
@@ -167,6 +170,10 @@ void (async () => {
       }
       serving = true;
       serve(secret);
+      // The beat the supervisor's watchdog listens for: it stops when a function holds the
+      // event loop (an endless loop), and the supervisor ends this process.
+      const beat = new TextEncoder().encode('.\n');
+      setInterval(() => Deno.stdout.writeSync(beat), 100);
     }
   } finally {
     Deno.exit(0);
