@@ -1,2 +1,1 @@
---!include schedules/cron.sql
---!include schedules/schedules.sql
+-- Enter migration here
