@@ -55,6 +55,8 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
   const db = new Db({
     url: opts.databaseUrl,
     poolSize: config.dbPoolSize,
+    idleMs: config.dbPoolIdleMs,
+    timeoutMs: config.dbPoolTimeoutMs,
     log,
     anonymousRole: config.anonymousRole,
     requestPassword: config.dbRequestPassword,
@@ -74,6 +76,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
         log,
         concurrency: opts.workerConcurrency,
         maxPoolSize: opts.workerPoolSize,
+        listener: db.listener,
       });
     }
   } catch (err) {

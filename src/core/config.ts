@@ -102,6 +102,12 @@ export interface Config {
   wsPingInterval: number;
   liveChannel: string;
   dbPoolSize: number;
+  /** DB_POOL_IDLE_MS: a request connection idle this long is closed. */
+  dbPoolIdleMs: number;
+  /** DB_POOL_TIMEOUT_MS: how long a request waits for a connection before 503 `database busy`. */
+  dbPoolTimeoutMs: number;
+  /** INSTANCE_DEAD_MS: an instance whose heartbeat is older than this is declared dead by the others. */
+  instanceDeadMs: number;
   maxBodyBytes: number;
   /** Deepest nesting of arrays and objects a JSON request body may have (MAX_JSON_DEPTH). */
   maxJsonDepth: number;
@@ -461,6 +467,9 @@ export function parseConfig(env: Env = process.env): Config {
     wsPingInterval: int(env, 'WS_PING_INTERVAL', 30, 1, 3600),
     liveChannel,
     dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
+    dbPoolIdleMs: int(env, 'DB_POOL_IDLE_MS', 10000, 100),
+    dbPoolTimeoutMs: int(env, 'DB_POOL_TIMEOUT_MS', 5000, 1),
+    instanceDeadMs: int(env, 'INSTANCE_DEAD_MS', 30000, 1000),
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', 1048576, 1),
     maxJsonDepth: int(env, 'MAX_JSON_DEPTH', 128, 1, 1000),
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10000, 0),

@@ -17,7 +17,7 @@
  *   closes the socket with 4001 at once.
  *
  * The registry, snapshots and diffs live in SQL (sql/fixtures/live). This instance holds
- * the sockets: one LISTEN (on the service pool's listen connection) for LIVE_CHANNEL and
+ * the sockets: one LISTEN (on the instance's listener connection) for LIVE_CHANNEL and
  * `<LIVE_CHANNEL>_bc`; when it comes back after a gap, every subscriber is sent an
  * `overflow`, so no client misses a change silently. Broadcast and presence go through
  * PostgreSQL too (NOTIFY, a presence table with instance heartbeats), so every instance
@@ -130,30 +130,20 @@ export class LiveService {
 
   async start(): Promise<void> {
     await this.ensureConfigured();
-    const { sql } = this.deps.db;
+    const { listener } = this.deps.db;
     const onlisten = () => this.onListen();
-    // The driver re-listens by itself after the connection comes back; onlisten fires
+    // The listener listens again by itself after its connection comes back; onlisten fires
     // again then, which is how a gap is detected.
-    // Each channel is listened to once, whichever attempt succeeds (a second listen would
-    // deliver everything twice).
-    let deltas: { unlisten(): Promise<void> } | null = null;
-    let events: { unlisten(): Promise<void> } | null = null;
-    const listenAll = async () => {
-      deltas ??= await sql.listen(this.deps.config.liveChannel, (p) => this.onDelta(p), onlisten);
-      events ??= await sql.listen(this.bcChannel, (p) => this.onEvent(p));
-      this.unlisten = [deltas.unlisten, events.unlisten];
-    };
-    listenAll().catch((err: unknown) => {
-      this.deps.log.warn({ err }, 'live listener could not start; retrying');
-      const retry = setInterval(() => {
-        if (this.closed) return clearInterval(retry);
-        listenAll().then(
-          () => clearInterval(retry),
-          () => {},
-        );
-      }, 1000);
-      retry.unref();
-    });
+    void Promise.all([
+      listener.listen(this.deps.config.liveChannel, (p) => this.onDelta(p), onlisten),
+      listener.listen(this.bcChannel, (p) => this.onEvent(p)),
+    ]).then(
+      (hs) => {
+        this.unlisten = hs.map((h) => h.unlisten);
+        if (this.closed) for (const u of this.unlisten) void u();
+      },
+      (err: unknown) => this.deps.log.warn({ err }, 'live listener stopped'),
+    );
     await this.beat();
     const hb = setInterval(() => void this.beat(), HEARTBEAT_MS);
     hb.unref();
@@ -230,7 +220,8 @@ export class LiveService {
         await this.pendingLeaves[0]();
         this.pendingLeaves.shift();
       }
-      const fresh = await q.heartbeat(this.sql, this.instanceId, this.bcChannel, INSTANCE_TTL);
+      // On the listener's connection: a periodic statement keeps no request connection from idling out.
+      const fresh = await q.heartbeat(this.deps.db.listener, this.instanceId, this.bcChannel, INSTANCE_TTL);
       if (fresh) {
         // First beat, or this instance had been declared dead: announce its clients again.
         for (const c of this.hub.all()) if (c.state !== null) this.presence(c, c.state);
