@@ -332,10 +332,13 @@ export class Db {
    * the login roles (sql/fixtures/core/login_roles.sql).
    */
   async cancelAll(): Promise<number> {
-    const [row] = await this.sql<{ n: number }[]>`
-      select count(*) filter (where pg_catalog.pg_cancel_backend(pid))::int as n
-        from pg_catalog.pg_stat_activity
-       where application_name = ${this.requestApplicationName} and state = 'active' and pid <> pg_catalog.pg_backend_pid()`;
+    // On the listener's connection: the request connections may all be taken.
+    const [row] = await this.listener.query<{ n: number }>(
+      `select count(*) filter (where pg_catalog.pg_cancel_backend(pid))::int as n
+         from pg_catalog.pg_stat_activity
+        where application_name = $1 and state = 'active' and pid <> pg_catalog.pg_backend_pid()`,
+      [this.requestApplicationName],
+    );
     return row?.n ?? 0;
   }
 

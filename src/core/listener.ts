@@ -35,6 +35,7 @@ export class Listener {
   private connecting: Promise<pg.Client> | null = null;
   private readonly channels = new Map<string, Set<Listening>>();
   private failures = 0;
+  private queue: Promise<void> = Promise.resolve();
   private ended = false;
 
   constructor(o: ListenerOptions) {
@@ -155,10 +156,17 @@ export class Listener {
   }
 
   /** A statement on the background connection (periodic work), as the owner. */
-  async query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
-    const client = await this.connection();
-    const r = await client.query<R>(text, values);
-    return r.rows;
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+    // One at a time (node-postgres queues them, but deprecates doing so).
+    const run = this.queue.then(async () => {
+      const client = await this.connection();
+      return (await client.query<R>(text, values)).rows;
+    });
+    this.queue = run.then(
+      () => {},
+      () => {},
+    );
+    return run;
   }
 
   /** Close the connection; no reconnection after this. */

@@ -25,8 +25,13 @@ export class ConnectionBudget {
   readonly limit: number;
   readonly timeoutMs: number;
   private readonly waiters: Waiter[] = [];
-  /** Close one idle connection; true when one was closed (its close gives its unit back). */
-  private readonly evictors = new Set<() => boolean>();
+  /**
+   * Close one idle connection (with `spareOnly`, only one its pool can spare: not a role's
+   * last lane); true when one was closed (its close gives its unit back).
+   */
+  private readonly evictors = new Set<(spareOnly: boolean) => boolean>();
+  /** While requests wait: asks the pools for an idle connection every few milliseconds. */
+  private evicting: NodeJS.Timeout | null = null;
   /** When a connection was last refused: a wait that timed out, or the database refusing a new one (performance.now(); 0: never). */
   refusedAt = 0;
 
@@ -61,12 +66,19 @@ export class ConnectionBudget {
         timer: setTimeout(() => {
           const i = this.waiters.indexOf(w);
           if (i >= 0) this.waiters.splice(i, 1);
+          if (this.waiters.length === 0) this.stopEvicting();
           this.refusedAt = performance.now();
           reject(new LaneError('no database connection became free in time', 'DB_BUSY'));
         }, this.timeoutMs),
       };
       this.waiters.push(w);
-      this.evictOne();
+      // A connection busy now may be idle in a moment: ask again until nobody waits.
+      if (!this.evictOne() && this.evicting === null) {
+        this.evicting = setInterval(() => {
+          if (this.waiters.length === 0) this.stopEvicting();
+          else this.evictOne();
+        }, 5);
+      }
     });
   }
 
@@ -74,6 +86,7 @@ export class ConnectionBudget {
   give(): void {
     const w = this.waiters.shift();
     if (w) {
+      if (this.waiters.length === 0) this.stopEvicting();
       clearTimeout(w.timer);
       w.resolve();
       return;
@@ -82,13 +95,20 @@ export class ConnectionBudget {
   }
 
   /** Register a pool's way of closing one of its idle connections; returns the unregistration. */
-  onEvict(evict: () => boolean): () => void {
+  onEvict(evict: (spareOnly: boolean) => boolean): () => void {
     this.evictors.add(evict);
     return () => this.evictors.delete(evict);
   }
 
-  private evictOne(): void {
-    for (const evict of this.evictors) if (evict()) return;
+  private stopEvicting(): void {
+    if (this.evicting !== null) clearInterval(this.evicting);
+    this.evicting = null;
+  }
+
+  /** Spare idle connections first (a role's second lane, an idle pool connection), then any idle one. */
+  private evictOne(): boolean {
+    for (const spareOnly of [true, false]) for (const evict of this.evictors) if (evict(spareOnly)) return true;
+    return false;
   }
 }
 

@@ -89,13 +89,17 @@ export class RoleLanes {
     this.open(this.lanes[0]).catch(() => {});
     this.idleTimer = setInterval(() => this.closeIdle(performance.now() - o.idleMs), Math.max(50, o.idleMs / 4));
     this.idleTimer.unref();
-    this.unevict = o.budget.onEvict(() => this.closeIdle(Infinity, 1) > 0);
+    this.unevict = o.budget.onEvict((spareOnly) => this.closeIdle(Infinity, 1, spareOnly ? 1 : 0) > 0);
   }
 
-  /** Close (from the last lane back) up to `most` lanes with nothing in flight that last answered before `before`; how many closed. */
-  private closeIdle(before: number, most = Infinity): number {
+  /**
+   * Close (from the last lane back) up to `most` lanes with nothing in flight that last
+   * answered before `before`, keeping at least `keep` open; how many closed.
+   */
+  private closeIdle(before: number, most = Infinity, keep = 0): number {
     let n = 0;
-    for (let i = this.lanes.length - 1; i >= 0 && n < most; i--) {
+    let open = this.lanes.filter((l) => l.conn !== null).length;
+    for (let i = this.lanes.length - 1; i >= 0 && n < most && open > keep; i--) {
       const l = this.lanes[i];
       const c = l.conn;
       if (c === null || l.inflight > 0 || c.inflight > 0 || l.opening !== null) continue;
@@ -103,6 +107,7 @@ export class RoleLanes {
       l.conn = null;
       void c.end();
       n++;
+      open--;
     }
     return n;
   }
