@@ -10,6 +10,7 @@ import type { RuntimeConfig } from './core/config.ts';
 import { Credentials } from './core/credentials.ts';
 import type { Area, Deps } from './core/area.ts';
 import { Db } from './core/db.ts';
+import { InstanceRegistry, instanceName } from './core/instances.ts';
 import { buildHttp, inFlightRequests } from './core/http.ts';
 import type { Logger } from './core/log.ts';
 import { startWorker, type Worker } from './worker/index.ts';
@@ -65,6 +66,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
   const deps: Deps = { config, db, log, credentials: new Credentials(config) };
   const app = buildHttp(config, log);
   let worker: Worker | null = null;
+  let registry: InstanceRegistry | null = null;
   try {
     for (const area of areas) await area.register(app, deps);
     await app.listen({ host: config.host, port: config.port });
@@ -79,6 +81,16 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
         listener: db.listener,
       });
     }
+    const bound = app.server.address();
+    registry = new InstanceRegistry({
+      id: db.instanceId,
+      name: instanceName(typeof bound === 'object' && bound ? bound.port : config.port),
+      listener: db.listener,
+      log,
+      deadMs: config.instanceDeadMs,
+      workerIds: () => worker?.ids() ?? [],
+    });
+    await registry.start();
   } catch (err) {
     await app.close().catch(() => {});
     await db.end().catch(() => {});
@@ -99,6 +111,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
         await app.close();
         for (const area of areas) await area.close?.();
         await worker?.stop();
+        await registry?.stop();
         await db.end();
       })();
       return closing;

@@ -14,7 +14,7 @@
  * One Sync per request: on a lane the claims statement and the work go out as one unit of
  * the extended protocol, one implicit transaction (lane/client.ts).
  */
-import { hkdfSync, randomBytes } from 'node:crypto';
+import { hkdfSync, randomBytes, randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
 import { CLAIMS_SQL } from './lane/client.ts';
@@ -113,6 +113,8 @@ export class Db {
   private readonly opts: DbOptions;
   private readonly log: Logger;
   private readonly anonymousRole: string;
+  /** This instance in the registry of instances (core/instances.ts) and in live presence. */
+  readonly instanceId = randomUUID();
   /** Tags this instance's request connections in pg_stat_activity (for cancelAll). */
   readonly requestApplicationName: string;
   private readonly cacheHandlers = new Map<string, Set<() => void | Promise<void>>>();

@@ -24,7 +24,6 @@
  * on the same database sees them.
  */
 import { originsFor } from '../core/origins.ts';
-import { randomUUID } from 'node:crypto';
 import websocket from '@fastify/websocket';
 import type { FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
@@ -107,7 +106,7 @@ function cookie(req: FastifyRequest, name: string): string | undefined {
 
 export class LiveService {
   readonly hub: Hub;
-  readonly instanceId = randomUUID();
+  readonly instanceId: string;
   readonly bcChannel: string;
   private readonly deps: Deps;
   private timers: NodeJS.Timeout[] = [];
@@ -120,6 +119,7 @@ export class LiveService {
 
   constructor(deps: Deps) {
     this.deps = deps;
+    this.instanceId = deps.db.instanceId;
     this.hub = new Hub(deps.config.wsMaxConnections, deps.config.wsMaxConnectionsPerIp);
     this.bcChannel = `${deps.config.liveChannel.slice(0, 60)}_bc`;
   }

@@ -4,7 +4,8 @@
  * instance runs a worker; jobs are taken once. Signals belong to main.ts.
  */
 import pg from 'pg';
-import { run, type Runner, type TaskList } from 'graphile-worker';
+import { EventEmitter } from 'node:events';
+import { run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
 import type { Listener } from '../core/listener.ts';
 import type { Logger } from '../core/log.ts';
 import { workerLogger } from '../core/migrate.ts';
@@ -49,6 +50,8 @@ class SharedListenPool extends pg.Pool {
 
 export interface Worker {
   stop(): Promise<void>;
+  /** The ids of its graphile-worker pools: what its jobs are locked by. */
+  ids(): readonly string[];
 }
 
 export async function startWorker(opts: WorkerOptions): Promise<Worker> {
@@ -65,9 +68,13 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
   // A lost connection must never crash the service: the worker retries by itself.
   pool.on('error', (err) => opts.log.warn({ err }, 'worker pool connection lost'));
   pool.on('connect', (client) => client.on('error', (err) => opts.log.warn({ err }, 'worker connection lost')));
+  const ids: string[] = [];
+  const events = new EventEmitter() as WorkerEvents;
+  events.on('pool:create', ({ workerPool }) => ids.push(workerPool.id));
   let runner: Runner;
   try {
     runner = await run({
+      events,
       pgPool: pool,
       taskList: opts.tasks,
       concurrency: opts.concurrency ?? 16,
@@ -89,6 +96,7 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
   }
   runner.promise.catch((err: unknown) => opts.log.error({ err }, 'worker stopped'));
   return {
+    ids: () => ids,
     async stop() {
       await runner.stop().catch((err: unknown) => opts.log.warn({ err }, 'worker stop failed'));
       await pool.end().catch(() => {});

@@ -177,17 +177,24 @@ export class RoleLanes {
   acquire(): Lane | null {
     const now = performance.now();
     let best = -1;
-    // Lanes with a connection (or one on its way) first; a lane without one only when those are full.
+    // Lanes with a connection (or one on its way) first; then a lane without one (it opens);
+    // a lane held by a slow statement last.
+    let stalled = -1;
     for (let i = 0; i < this.lanes.length; i++) {
       const l = this.lanes[i];
       if (l.conn === null && l.opening === null) continue;
-      if (l.inflight < LANE_SHARE && (l.inflight === 0 || now - l.answered < LANE_STALL_MS)) {
+      const moving = l.inflight === 0 || now - l.answered < LANE_STALL_MS;
+      if (l.inflight < LANE_SHARE && moving) {
         best = i;
         break;
       }
-      if (l.inflight < LANE_DEPTH && (best < 0 || l.inflight < this.lanes[best].inflight)) best = i;
+      if (l.inflight >= LANE_DEPTH) continue;
+      if (moving) {
+        if (best < 0 || l.inflight < this.lanes[best].inflight) best = i;
+      } else if (stalled < 0 || l.inflight < this.lanes[stalled].inflight) stalled = i;
     }
     if (best < 0) best = this.lanes.findIndex((l) => l.conn === null && l.opening === null);
+    if (best < 0) best = stalled;
     if (best < 0) return null;
     const lane = this.lanes[best];
     lane.inflight++;
