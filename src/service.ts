@@ -30,6 +30,8 @@ export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, 
 
 export interface ServiceOptions {
   databaseUrl: string;
+  /** PostgreSQL itself when `databaseUrl` is a pooler in transaction mode: LISTEN and the job worker (default: DATABASE_DIRECT_URL, else `databaseUrl`). */
+  directUrl?: string;
   /** Run the job worker (default true). */
   worker?: boolean;
   workerConcurrency?: number;
@@ -53,8 +55,11 @@ export interface Service {
 
 export async function startService(config: RuntimeConfig, log: Logger, opts: ServiceOptions): Promise<Service> {
   const areas = opts.areas ?? AREAS;
+  const directUrl = opts.directUrl ?? config.databaseDirectUrl ?? opts.databaseUrl;
   const db = new Db({
     url: opts.databaseUrl,
+    directUrl,
+    pooler: config.dbPooler === 'transaction',
     poolSize: config.dbPoolSize,
     idleMs: config.dbPoolIdleMs,
     timeoutMs: config.dbPoolTimeoutMs,
@@ -73,7 +78,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     const tasks: TaskList = Object.assign({}, ...areas.map((a) => a.tasks?.(deps) ?? {}));
     if (opts.worker !== false) {
       worker = await startWorker({
-        databaseUrl: opts.databaseUrl,
+        databaseUrl: directUrl,
         tasks,
         log,
         concurrency: opts.workerConcurrency,

@@ -68,6 +68,10 @@ export interface Config {
   allowPermissiveCors: boolean;
   oauth: Readonly<Partial<Record<OAuthProviderName, OAuthProviderConfig>>>;
   databaseUrl: string | null;
+  /** DATABASE_DIRECT_URL: PostgreSQL itself, for LISTEN, the job worker and migrations when DATABASE_URL is a pooler (null: DATABASE_URL). */
+  databaseDirectUrl: string | null;
+  /** DB_POOLER: `transaction` when DATABASE_URL is a pooler in transaction mode (no session state, no named statements); `session` otherwise. */
+  dbPooler: 'session' | 'transaction';
   dataDir: string;
   /** MIGRATIONS_DIR: the application's own graphile-migrate folder (committed/, current.sql), applied after plinth's. */
   migrationsDir: string;
@@ -419,6 +423,12 @@ export function parseConfig(env: Env = process.env): Config {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(liveChannel)) throw new ConfigError('LIVE_CHANNEL', 'must be a lower-case identifier');
 
   const databaseUrl = url(env, 'DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null;
+  const databaseDirectUrl = url(env, 'DATABASE_DIRECT_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null;
+  const dbPooler = str(env, 'DB_POOLER') ?? 'session';
+  if (dbPooler !== 'session' && dbPooler !== 'transaction') throw new ConfigError('DB_POOLER', 'must be session or transaction');
+  if (dbPooler === 'transaction' && databaseDirectUrl === null) {
+    throw new ConfigError('DATABASE_DIRECT_URL', 'is required with DB_POOLER=transaction (LISTEN, the job worker and migrations need a direct connection)');
+  }
 
   return Object.freeze({
     siteUrl: (url(env, 'SITE_URL') ?? 'http://localhost:3000').replace(/\/$/, ''),
@@ -442,6 +452,8 @@ export function parseConfig(env: Env = process.env): Config {
     allowPermissiveCors: bool(env, 'ALLOW_PERMISSIVE_CORS', false),
     oauth: Object.freeze(oauthProviders(env)),
     databaseUrl,
+    databaseDirectUrl,
+    dbPooler,
     dataDir,
     migrationsDir: resolve(str(env, 'MIGRATIONS_DIR') ?? './migrations'),
     publicDir: isDirectory(publicDir) ? publicDir : null,

@@ -97,9 +97,11 @@ export interface DbOptions {
   secret?: string;
   /**
    * Behind a pooler in transaction mode (PgBouncer): the lanes send unnamed statements only
-   * and no startup parameter a pooler refuses. Not a setting yet: the seam for one.
+   * and no startup parameter a pooler refuses (DB_POOLER=transaction); the owner pool too sends unnamed statements.
    */
   pooler?: boolean;
+  /** PostgreSQL itself, for the listener (LISTEN needs a session) when `url` is a pooler (default: `url`). */
+  directUrl?: string;
 }
 
 export class Db {
@@ -132,7 +134,7 @@ export class Db {
     this.budget = new ConnectionBudget(opts.poolSize, opts.timeoutMs ?? 5000);
     this.sql = budgetedPool(opts.url, this.budget, opts.idleMs ?? 10_000, {
       max: opts.poolSize,
-      prepare: true,
+      prepare: !opts.pooler,
       connect_timeout: CONNECT_TIMEOUT_S,
       max_lifetime: 60 * 30,
       onnotice: () => {},
@@ -140,7 +142,7 @@ export class Db {
       connection: { application_name: opts.applicationName ?? 'plinth' },
     });
     this.listener = new Listener({
-      url: opts.url,
+      url: opts.directUrl ?? opts.url,
       applicationName: `${opts.applicationName ?? 'plinth'}-listener`,
       log: opts.log,
       connectTimeoutMs: CONNECT_TIMEOUT_S * 1000,
