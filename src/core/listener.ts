@@ -11,6 +11,7 @@
  */
 import pg from 'pg';
 import type { Logger } from './log.ts';
+import { tlsModeOf, type TlsMode } from './lane/client.ts';
 import { reconnectBackoff } from './lane/lanes.ts';
 
 interface Listening {
@@ -71,13 +72,40 @@ export class Listener {
   }
 
   private async connectOnce(): Promise<pg.Client> {
+    const mode = tlsModeOf(this.o.url);
+    if (mode !== 'prefer') return this.attempt(mode !== 'disable', mode);
+    try {
+      return await this.attempt(true, mode);
+    } catch (err) {
+      // libpq's `prefer`: plaintext when the server does not speak TLS.
+      if (!/does not support SSL/.test(String((err as Error).message))) throw err;
+      return this.attempt(false, mode);
+    }
+  }
+
+  /** One connection attempt, TLS as the URL's sslmode says (as the lanes read it). */
+  private async attempt(tls: boolean, mode: TlsMode): Promise<pg.Client> {
+    const u = new URL(this.o.url);
+    const socketDir = u.searchParams.get('host');
     const client = new pg.Client({
-      connectionString: this.o.url,
+      host: socketDir ?? (decodeURIComponent(u.hostname).replace(/^\[|\]$/g, '') || 'localhost'),
+      port: Number(u.port || 5432),
+      user: decodeURIComponent(u.username),
+      password: decodeURIComponent(u.password),
+      database: decodeURIComponent(u.pathname.slice(1)),
       application_name: this.o.applicationName,
       connectionTimeoutMillis: this.o.connectTimeoutMs,
       keepAlive: true,
+      ssl: !tls
+        ? false
+        : mode === 'verify-full'
+          ? { rejectUnauthorized: true }
+          : mode === 'verify-ca'
+            ? { rejectUnauthorized: true, checkServerIdentity: () => undefined }
+            : { rejectUnauthorized: false },
     });
     client.on('error', () => {});
+    client.connection.on('error', () => {});
     try {
       return await this.setUp(client);
     } catch (err) {

@@ -103,7 +103,7 @@ t.test('connections per instance: idle, after every API role, under load, for 1 
   const roles = await counts(db);
   t.ok(roles.requests <= POOL && roles.total <= POOL + 2, `after one request of each API role: ${JSON.stringify(roles)}`);
 
-  const single = await load(db, [a], 400, 32);
+  const single = await load(db, [a], 240, 32);
   t.same([...single.statuses.keys()].sort(), [200, 201], `every request served: ${JSON.stringify([...single.statuses])}`);
   t.ok(single.peak.requests <= POOL, `request connections under load ≤ DB_POOL_SIZE: ${JSON.stringify(single.peak)}`);
   t.ok(single.peak.total <= POOL + 2, `one instance under load ≤ DB_POOL_SIZE + 2`);
@@ -114,7 +114,7 @@ t.test('connections per instance: idle, after every API role, under load, for 1 
 
   const b = await startApp(t, { db, env, worker: true });
   const c = await startApp(t, { db, env, worker: true });
-  const three = await load(db, [a, b, c], 600, 48);
+  const three = await load(db, [a, b, c], 300, 48);
   t.same([...three.statuses.keys()].sort(), [200, 201], `three instances: every request served: ${JSON.stringify([...three.statuses])}`);
   t.ok(three.peak.total <= 3 * (POOL + 2), `three instances under load ≤ 3 × (DB_POOL_SIZE + 2): ${JSON.stringify(three.peak)}`);
   const idle3 = await until(db, (x) => x.total <= 9, 'three idle instances hold at most 9');

@@ -143,7 +143,17 @@ export function budgetedSocket(budget: ConnectionBudget, connectTimeoutMs: numbe
       return failedSocket(err as Error);
     }
     const s = o.path ? net.connect(o.path) : net.connect(o.port[0], o.host[0]);
-    s.once('close', () => budget.give());
+    // The unit comes back when the connection is over: closed, or ended by either side (a
+    // peer that does not close its half after the Terminate must not hold the unit).
+    let given = false;
+    const giveBack = () => {
+      if (given) return;
+      given = true;
+      budget.give();
+    };
+    s.once('close', giveBack);
+    s.once('end', giveBack);
+    s.once('finish', giveBack);
     const err = await new Promise<Error | null>((resolve) => {
       const timer = setTimeout(() => resolve(new LaneError('timed out connecting to the database', 'CONNECT_TIMEOUT')), connectTimeoutMs);
       s.once('connect', () => {

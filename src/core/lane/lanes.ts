@@ -266,6 +266,13 @@ export class RoleLanes {
  * when the budget is spent and another pool waits, its oldest idle connection closes.
  */
 export function budgetedPool(url: string, budget: ConnectionBudget, idleMs: number, options: postgres.Options<Record<string, never>>): Sql {
+  // Over TLS the pool keeps its own bound (`max`) outside the budget: a connection the driver
+  // upgrades to TLS on the budget's socket did not give its unit back when ended (seen
+  // behind a TLS-terminating proxy, test/core/tls.test.ts), and a unit lost is a connection
+  // lost to the whole instance. The lanes stay inside the budget over TLS too.
+  if (tlsModeOf(url) !== 'disable') {
+    return postgres(url, { ...options, idle_timeout: idleMs / 1000 } as postgres.Options<Record<string, never>>) as unknown as Sql;
+  }
   const sql = postgres(url, {
     ...options,
     idle_timeout: idleMs / 1000,
