@@ -306,10 +306,14 @@ export class Db {
     let set = this.cacheHandlers.get(name);
     if (!set) this.cacheHandlers.set(name, (set = new Set()));
     set.add(handler);
-    this.listening ??= this.listener.listen(CACHE_CHANNEL, (payload) => void this.dispatchCacheReload(payload)).then((h) => {
-      this.listenHandle = h;
-      return h;
-    });
+    this.listening ??= this.listener.listen(CACHE_CHANNEL, (payload) => void this.dispatchCacheReload(payload)).then(
+      (h) => {
+        this.listenHandle = h;
+        return h;
+      },
+      // Only once the listener has ended (the service stops): nothing to listen for then.
+      () => null,
+    );
   }
 
   private async dispatchCacheReload(payload: string): Promise<void> {

@@ -109,7 +109,11 @@ export class Listener {
     try {
       return await this.setUp(client);
     } catch (err) {
-      await client.end().catch(() => {});
+      // A failed attempt: its socket goes; nothing of it may surface later (pg's connection
+      // still emits an error for a late TLS refusal).
+      client.connection.removeAllListeners('error');
+      client.connection.on('error', () => {});
+      client.connection.stream.destroy();
       throw err;
     }
   }
