@@ -124,9 +124,9 @@ try {
   }
   if (databaseUrl === null) throw new Error('no database');
   if (config.migrateOnStart) {
-    await runAllMigrations(databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
+    await runAllMigrations(config.databaseDirectUrl ?? databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
   }
-  await checkDatabase(databaseUrl, config.anonymousRole);
+  await checkDatabase(config.databaseDirectUrl ?? databaseUrl, config.anonymousRole);
   service = await startService(config, log, { databaseUrl });
   process.stdout.write(banner(service.url, embedded ? databaseUrl : null).join('\n') + '\n');
 } catch (err) {

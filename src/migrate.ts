@@ -31,7 +31,7 @@ try {
     stop = () => embedded.stop();
     url = embedded.url;
   }
-  await runAllMigrations(url, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
+  await runAllMigrations(config.databaseDirectUrl ?? url, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
   process.stdout.write('migrations are up to date\n');
   await stop();
 } catch (err) {

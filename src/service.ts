@@ -10,6 +10,7 @@ import type { RuntimeConfig } from './core/config.ts';
 import { Credentials } from './core/credentials.ts';
 import type { Area, Deps } from './core/area.ts';
 import { Db } from './core/db.ts';
+import { InstanceRegistry, instanceName } from './core/instances.ts';
 import { buildHttp, inFlightRequests } from './core/http.ts';
 import type { Logger } from './core/log.ts';
 import { startWorker, type Worker } from './worker/index.ts';
@@ -30,6 +31,8 @@ export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, 
 
 export interface ServiceOptions {
   databaseUrl: string;
+  /** PostgreSQL itself when `databaseUrl` is a pooler in transaction mode: LISTEN and the job worker (default: DATABASE_DIRECT_URL, else `databaseUrl`). */
+  directUrl?: string;
   /** Run the job worker (default true). */
   worker?: boolean;
   workerConcurrency?: number;
@@ -53,9 +56,14 @@ export interface Service {
 
 export async function startService(config: RuntimeConfig, log: Logger, opts: ServiceOptions): Promise<Service> {
   const areas = opts.areas ?? AREAS;
+  const directUrl = opts.directUrl ?? config.databaseDirectUrl ?? opts.databaseUrl;
   const db = new Db({
     url: opts.databaseUrl,
+    directUrl,
+    pooler: config.dbPooler === 'transaction',
     poolSize: config.dbPoolSize,
+    idleMs: config.dbPoolIdleMs,
+    timeoutMs: config.dbPoolTimeoutMs,
     log,
     anonymousRole: config.anonymousRole,
     requestPassword: config.dbRequestPassword,
@@ -64,6 +72,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
   const deps: Deps = { config, db, log, credentials: new Credentials(config) };
   const app = buildHttp(config, log);
   let worker: Worker | null = null;
+  let registry: InstanceRegistry | null = null;
   try {
     for (const area of areas) await area.register(app, deps);
     await app.listen({ host: config.host, port: config.port });
@@ -71,13 +80,24 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     for (const a of areas) Object.assign(tasks, a.tasks?.(deps));
     if (opts.worker !== false) {
       worker = await startWorker({
-        databaseUrl: opts.databaseUrl,
+        databaseUrl: directUrl,
         tasks,
         log,
         concurrency: opts.workerConcurrency,
         maxPoolSize: opts.workerPoolSize,
+        listener: db.listener,
       });
     }
+    const bound = app.server.address();
+    registry = new InstanceRegistry({
+      id: db.instanceId,
+      name: instanceName(typeof bound === 'object' && bound ? bound.port : config.port),
+      listener: db.listener,
+      log,
+      deadMs: config.instanceDeadMs,
+      workerIds: () => worker?.ids() ?? [],
+    });
+    await registry.start();
   } catch (err) {
     await app.close().catch(() => {});
     await db.end().catch(() => {});
@@ -98,6 +118,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
         await app.close();
         for (const area of areas) await area.close?.();
         await worker?.stop();
+        await registry?.stop();
         await db.end();
       })();
       return closing;

@@ -87,6 +87,10 @@ export interface Config {
   allowPermissiveCors: boolean;
   oauth: Readonly<Partial<Record<OAuthProviderName, OAuthProviderConfig>>>;
   databaseUrl: string | null;
+  /** DATABASE_DIRECT_URL: PostgreSQL itself, for LISTEN, the job worker and migrations when DATABASE_URL is a pooler (null: DATABASE_URL). */
+  databaseDirectUrl: string | null;
+  /** DB_POOLER: `transaction` when DATABASE_URL is a pooler in transaction mode (no session state, no named statements); `session` otherwise. */
+  dbPooler: 'session' | 'transaction';
   dataDir: string;
   /** MIGRATIONS_DIR: the application's own graphile-migrate folder (committed/, current.sql), applied after plinth's. */
   migrationsDir: string;
@@ -125,6 +129,12 @@ export interface Config {
   wsPingInterval: number;
   liveChannel: string;
   dbPoolSize: number;
+  /** DB_POOL_IDLE_MS: a request connection idle this long is closed. */
+  dbPoolIdleMs: number;
+  /** DB_POOL_TIMEOUT_MS: how long a request waits for a connection before 503 `database busy`. */
+  dbPoolTimeoutMs: number;
+  /** INSTANCE_DEAD_MS: an instance whose heartbeat is older than this is declared dead by the others. */
+  instanceDeadMs: number;
   maxBodyBytes: number;
   /** Deepest nesting of arrays and objects a JSON request body may have (MAX_JSON_DEPTH). */
   maxJsonDepth: number;
@@ -461,6 +471,12 @@ export function parseConfig(env: Env = process.env): Config {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(liveChannel)) throw new ConfigError('LIVE_CHANNEL', 'must be a lower-case identifier');
 
   const databaseUrl = url(env, 'DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null;
+  const databaseDirectUrl = url(env, 'DATABASE_DIRECT_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null;
+  const dbPooler = str(env, 'DB_POOLER') ?? 'session';
+  if (dbPooler !== 'session' && dbPooler !== 'transaction') throw new ConfigError('DB_POOLER', 'must be session or transaction');
+  if (dbPooler === 'transaction' && databaseDirectUrl === null) {
+    throw new ConfigError('DATABASE_DIRECT_URL', 'is required with DB_POOLER=transaction (LISTEN, the job worker and migrations need a direct connection)');
+  }
 
   return Object.freeze({
     siteUrl: (url(env, 'SITE_URL') ?? 'http://localhost:3000').replace(/\/$/, ''),
@@ -492,6 +508,8 @@ export function parseConfig(env: Env = process.env): Config {
     allowPermissiveCors: bool(env, 'ALLOW_PERMISSIVE_CORS', false),
     oauth: Object.freeze(oauthProviders(env)),
     databaseUrl,
+    databaseDirectUrl,
+    dbPooler,
     dataDir,
     migrationsDir: resolve(str(env, 'MIGRATIONS_DIR') ?? './migrations'),
     publicDir: isDirectory(publicDir) ? publicDir : null,
@@ -519,6 +537,9 @@ export function parseConfig(env: Env = process.env): Config {
     wsPingInterval: int(env, 'WS_PING_INTERVAL', 30, 1, 3600),
     liveChannel,
     dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
+    dbPoolIdleMs: int(env, 'DB_POOL_IDLE_MS', 10000, 100),
+    dbPoolTimeoutMs: int(env, 'DB_POOL_TIMEOUT_MS', 5000, 1),
+    instanceDeadMs: int(env, 'INSTANCE_DEAD_MS', 30000, 1000),
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', 1048576, 1),
     maxJsonDepth: int(env, 'MAX_JSON_DEPTH', 128, 1, 1000),
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10000, 0),

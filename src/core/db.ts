@@ -14,11 +14,13 @@
  * One Sync per request: on a lane the claims statement and the work go out as one unit of
  * the extended protocol, one implicit transaction (lane/client.ts).
  */
-import { hkdfSync, randomBytes } from 'node:crypto';
+import { hkdfSync, randomBytes, randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
 import { CLAIMS_SQL } from './lane/client.ts';
-import { CONNECT_TIMEOUT_S, LaneBudget, RoleLanes, reconnectBackoff, type Sql } from './lane/lanes.ts';
+import { ConnectionBudget } from './lane/budget.ts';
+import { budgetedPool, CONNECT_TIMEOUT_S, RoleLanes, reconnectBackoff, type Sql } from './lane/lanes.ts';
+import { Listener } from './listener.ts';
 import { laneSql, type LaneQuery, type LaneSql, type Row, type Rows } from './lane/sql.ts';
 
 export type { LaneQuery, LaneSql, Rows, Sql };
@@ -58,10 +60,30 @@ export function deriveLoginPassword(secret: string, loginRole: string): string {
   return Buffer.from(hkdfSync('sha256', secret, 'plinth', `plinth request login role ${loginRole} v1`, 32)).toString('base64url');
 }
 
+/** What `Db.connectionHealth` reports. */
+export interface ConnectionHealth {
+  ok: boolean;
+  /** The listener (LISTEN, periodic work) is connected. */
+  listener: boolean;
+  /** A request waited for a connection in vain, or the database refused one, lately. */
+  refusedRecently: boolean;
+  /** Request connections held now, the budget (DB_POOL_SIZE), requests waiting for one. */
+  inUse: number;
+  limit: number;
+  waiting: number;
+}
+
 export interface DbOptions {
   url: string;
-  /** Lanes of `withContext` per API role (DB_POOL_SIZE); the owner pool has as many connections. */
+  /**
+   * DB_POOL_SIZE: every request connection of this instance (the owner pool, each API
+   * role's lanes and transaction pool) together; the listener is one more.
+   */
   poolSize: number;
+  /** DB_POOL_IDLE_MS: a request connection idle this long closes (default 10 s). */
+  idleMs?: number;
+  /** DB_POOL_TIMEOUT_MS: how long a request waits for a connection before `DB_BUSY` (default 5 s). */
+  timeoutMs?: number;
   log: Logger;
   /** Application name shown in pg_stat_activity. */
   applicationName?: string;
@@ -75,20 +97,26 @@ export interface DbOptions {
   secret?: string;
   /**
    * Behind a pooler in transaction mode (PgBouncer): the lanes send unnamed statements only
-   * and no startup parameter a pooler refuses. Not a setting yet: the seam for one.
+   * and no startup parameter a pooler refuses (DB_POOLER=transaction); the owner pool too sends unnamed statements.
    */
   pooler?: boolean;
+  /** PostgreSQL itself, for the listener (LISTEN needs a session) when `url` is a pooler (default: `url`). */
+  directUrl?: string;
 }
 
 export class Db {
   /** The owner pool (auth, admin, webhooks, storage, jobs, /api/sql): runs as the connecting role. */
   readonly sql: Sql;
   private readonly roles = new Map<string, RoleLanes>();
-  /** Every lane connection of this instance is taken from it. */
-  private readonly budget = new LaneBudget();
+  /** Every request connection of this instance is taken from it. */
+  readonly budget: ConnectionBudget;
+  /** LISTEN and periodic work: one connection outside the budget. */
+  readonly listener: Listener;
   private readonly opts: DbOptions;
   private readonly log: Logger;
   private readonly anonymousRole: string;
+  /** This instance in the registry of instances (core/instances.ts) and in live presence. */
+  readonly instanceId = randomUUID();
   /** Tags this instance's request connections in pg_stat_activity (for cancelAll). */
   readonly requestApplicationName: string;
   private readonly cacheHandlers = new Map<string, Set<() => void | Promise<void>>>();
@@ -103,16 +131,22 @@ export class Db {
     this.opts = opts;
     this.log = opts.log;
     this.anonymousRole = opts.anonymousRole ?? 'anonymous';
-    this.sql = postgres(opts.url, {
+    this.budget = new ConnectionBudget(opts.poolSize, opts.timeoutMs ?? 5000);
+    this.sql = budgetedPool(opts.url, this.budget, opts.idleMs ?? 10_000, {
       max: opts.poolSize,
-      prepare: true,
+      prepare: !opts.pooler,
       connect_timeout: CONNECT_TIMEOUT_S,
-      idle_timeout: 60,
       max_lifetime: 60 * 30,
       onnotice: () => {},
       backoff: reconnectBackoff,
       connection: { application_name: opts.applicationName ?? 'plinth' },
-    }) as Sql;
+    });
+    this.listener = new Listener({
+      url: opts.directUrl ?? opts.url,
+      applicationName: `${opts.applicationName ?? 'plinth'}-listener`,
+      log: opts.log,
+      connectTimeoutMs: CONNECT_TIMEOUT_S * 1000,
+    });
     this.requestApplicationName = `${opts.applicationName ?? 'plinth'}-requests-${randomBytes(4).toString('hex')}`;
     this.onCacheReload('roles', () => this.reloadTimeouts());
   }
@@ -134,6 +168,7 @@ export class Db {
       applicationName: this.requestApplicationName,
       apiRole,
       budget: this.budget,
+      idleMs: this.opts.idleMs ?? 10_000,
       pooler: this.opts.pooler ?? false,
     });
     this.roles.set(apiRole, r);
@@ -227,14 +262,17 @@ export class Db {
     }
   }
 
-  /** true when a trivial query answers within `timeoutMs`. */
+  /**
+   * true when a trivial query answers within `timeoutMs`, on the listener's connection: the
+   * database is reachable, whether or not the request connections are all in use.
+   */
   async ping(timeoutMs = 2000): Promise<boolean> {
     let timer: NodeJS.Timeout | undefined;
     try {
       const timeout = new Promise<false>((resolve) => {
         timer = setTimeout(() => resolve(false), timeoutMs);
       });
-      const query = this.sql`select 1 as ok`.then(
+      const query = this.listener.query('select 1 as ok').then(
         () => true,
         () => false,
       );
@@ -244,35 +282,38 @@ export class Db {
     }
   }
 
-  /** Register a reload for the cache `name`; starts the one LISTEN connection on first use. */
+  /**
+   * Whether this instance gets the connections it needs: `ok` is false while its listener
+   * connection is down, or when within the last `windowMs` (default: DB_POOL_TIMEOUT_MS, at
+   * least 5 s) a request waited for a connection in vain or the database refused a new one
+   * (max_connections reached, a pooler full, authentication). `/health` answers 503 then;
+   * a readiness check should too.
+   */
+  connectionHealth(windowMs = Math.max(this.budget.timeoutMs, 5000)): ConnectionHealth {
+    const refused = this.budget.refusedAt > 0 && performance.now() - this.budget.refusedAt < windowMs;
+    return {
+      ok: this.listener.connected && !refused,
+      listener: this.listener.connected,
+      refusedRecently: refused,
+      inUse: this.budget.inUse,
+      limit: this.budget.limit,
+      waiting: this.budget.waiting,
+    };
+  }
+
+  /** Register a reload for the cache `name`; starts listening on the listener's connection on first use. */
   onCacheReload(name: string, handler: () => void | Promise<void>): void {
     let set = this.cacheHandlers.get(name);
     if (!set) this.cacheHandlers.set(name, (set = new Set()));
     set.add(handler);
-    this.listening ??= this.sql
-      .listen(CACHE_CHANNEL, (payload) => void this.dispatchCacheReload(payload))
-      .then((h) => {
+    this.listening ??= this.listener.listen(CACHE_CHANNEL, (payload) => void this.dispatchCacheReload(payload)).then(
+      (h) => {
         this.listenHandle = h;
         return h;
-      })
-      .catch((err: unknown) => {
-        // The driver re-listens by itself after a reconnect; a failure here means the database
-        // was down at start. Retry later so caches still reload once it is back.
-        this.log.warn({ err }, 'cache listener could not start; retrying');
-        this.listening = null;
-        if (!this.ended) setTimeout(() => this.restartListener(), 1000).unref();
-      });
-  }
-
-  private restartListener(): void {
-    const first = this.cacheHandlers.keys().next();
-    if (first.done || this.listening) return;
-    const handlers = this.cacheHandlers.get(first.value);
-    const h = handlers?.values().next().value;
-    if (h) {
-      handlers.delete(h);
-      this.onCacheReload(first.value, h);
-    }
+      },
+      // Only once the listener has ended (the service stops): nothing to listen for then.
+      () => null,
+    );
   }
 
   private async dispatchCacheReload(payload: string): Promise<void> {
@@ -299,10 +340,13 @@ export class Db {
    * the login roles (sql/fixtures/core/login_roles.sql).
    */
   async cancelAll(): Promise<number> {
-    const [row] = await this.sql<{ n: number }[]>`
-      select count(*) filter (where pg_catalog.pg_cancel_backend(pid))::int as n
-        from pg_catalog.pg_stat_activity
-       where application_name = ${this.requestApplicationName} and state = 'active' and pid <> pg_catalog.pg_backend_pid()`;
+    // On the listener's connection: the request connections may all be taken.
+    const [row] = await this.listener.query<{ n: number }>(
+      `select count(*) filter (where pg_catalog.pg_cancel_backend(pid))::int as n
+         from pg_catalog.pg_stat_activity
+        where application_name = $1 and state = 'active' and pid <> pg_catalog.pg_backend_pid()`,
+      [this.requestApplicationName],
+    );
     return row?.n ?? 0;
   }
 
@@ -316,6 +360,6 @@ export class Db {
     const timeout = opts.timeout ?? 5;
     if (opts.cancel) await this.cancelAll().catch(() => 0);
     await this.listenHandle?.unlisten().catch(() => {});
-    await Promise.all([...[...this.roles.values()].map((r) => r.end(timeout)), this.sql.end({ timeout })]);
+    await Promise.all([...[...this.roles.values()].map((r) => r.end(timeout)), this.sql.end({ timeout }), this.listener.end()]);
   }
 }

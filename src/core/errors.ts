@@ -35,6 +35,7 @@ export const ERRORS = {
   serviceRoleRequired: () => new AppError(403, 'service role required'),
   permissionDenied: (cause?: unknown) => new AppError(403, 'permission denied', { cause }),
   databaseUnavailable: (cause?: unknown) => new AppError(503, 'database unavailable', { cause }),
+  databaseBusy: (cause?: unknown) => new AppError(503, 'database busy', { cause }),
   shuttingDown: () => new AppError(503, 'service unavailable'),
   internal: (cause?: unknown) => new AppError(500, 'internal error', { cause }),
   internalDatabase: (cause?: unknown) => new AppError(500, 'internal database error', { cause }),
@@ -61,6 +62,17 @@ const CONNECTION_CODES = new Set([
   'CONNECT_TIMEOUT',
 ]);
 
+/**
+ * No connection could be had in time: the instance's budget stayed spent for
+ * DB_POOL_TIMEOUT_MS (`DB_BUSY`), or the server (or a pooler in front of it) refused a new
+ * connection for want of room (53300 too_many_connections).
+ */
+export function isBusyError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const code = (err as PgLikeError).code;
+  return code === 'DB_BUSY' || code === '53300';
+}
+
 export function isConnectionError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const raw = (err as PgLikeError).code;
@@ -76,6 +88,7 @@ export function isConnectionError(err: unknown): boolean {
  */
 export function pgErrorToAppError(err: unknown, opts: { trusted?: boolean } = {}): AppError {
   if (err instanceof AppError) return err;
+  if (isBusyError(err)) return ERRORS.databaseBusy(err);
   if (isConnectionError(err)) return ERRORS.databaseUnavailable(err);
   const e = (typeof err === 'object' && err !== null ? err : {}) as PgLikeError;
   const code = typeof e.code === 'string' ? e.code : '';

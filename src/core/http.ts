@@ -12,7 +12,7 @@ import type { RuntimeConfig, TrustProxy } from './config.ts';
 import { lazyChildLogger, type Logger } from './log.ts';
 import { requestRole } from './request-role.ts';
 import { originsFor } from './origins.ts';
-import { AppError, ERRORS, isConnectionError, pgErrorToAppError } from './errors.ts';
+import { AppError, ERRORS, isBusyError, isConnectionError, pgErrorToAppError } from './errors.ts';
 
 const CORS_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 const CORS_HEADERS =
@@ -90,6 +90,7 @@ export function toAppError(err: unknown): AppError {
       return e.code.startsWith('FST_ERR_CTP_') ? ERRORS.invalidBody() : ERRORS.invalidRequest();
     }
     if (typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return pgErrorToAppError(err);
+    if (isBusyError(err)) return ERRORS.databaseBusy(err);
     if (isConnectionError(err)) return ERRORS.databaseUnavailable(err);
   }
   return ERRORS.internal(err);

@@ -1,8 +1,10 @@
 /**
  * Typed wrappers of the live area's SQL functions (sql/fixtures/live/*.sql). Each runs as
- * the connecting (owner) role on the service's own pool.
+ * the connecting (owner) role on the service's own pool; the heartbeat, periodic, on the
+ * listener's connection.
  */
 import type { Sql } from '../core/db.ts';
+import type { Listener } from '../core/listener.ts';
 
 export interface Access {
   registered: boolean;
@@ -19,8 +21,8 @@ export async function access(sql: Sql, queryId: string, claims: string): Promise
   return row ?? { registered: false, bound: false, allowed: true };
 }
 
-export async function heartbeat(sql: Sql, instanceId: string, bcChannel: string, ttl: number): Promise<boolean> {
-  const [row]: [{ fresh: boolean }?] = await sql`select live_private.heartbeat(${instanceId}, ${bcChannel}, ${ttl}) as fresh`;
+export async function heartbeat(listener: Listener, instanceId: string, bcChannel: string, ttl: number): Promise<boolean> {
+  const [row] = await listener.query<{ fresh: boolean }>('select live_private.heartbeat($1, $2, $3) as fresh', [instanceId, bcChannel, ttl]);
   return row?.fresh === true;
 }
 

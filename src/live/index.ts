@@ -1,6 +1,6 @@
 /**
- * Live queries, broadcast and presence over WebSocket (docs/api/live.md;
- * docs/api/overview.md, "Limits").
+ * Live queries, broadcast and presence over WebSocket (interface §4.9, §6.2, §7.3, §8;
+ * contract §5).
  *
  * - `GET /ws/{query_id}` (upgrade): every refusal is an HTTP response before the upgrade
  *   with an `{error}` body. Then `{type: subscribed, query_id, client_id}` and what
@@ -17,14 +17,13 @@
  *   closes the socket with 4001 at once.
  *
  * The registry, snapshots and diffs live in SQL (sql/fixtures/live). This instance holds
- * the sockets: one LISTEN (on the service pool's listen connection) for LIVE_CHANNEL and
+ * the sockets: one LISTEN (on the instance's listener connection) for LIVE_CHANNEL and
  * `<LIVE_CHANNEL>_bc`; when it comes back after a gap, every subscriber is sent an
  * `overflow`, so no client misses a change silently. Broadcast and presence go through
  * PostgreSQL too (NOTIFY, a presence table with instance heartbeats), so every instance
  * on the same database sees them.
  */
 import { originsFor } from '../core/origins.ts';
-import { randomUUID } from 'node:crypto';
 import websocket from '@fastify/websocket';
 import type { FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
@@ -107,7 +106,7 @@ function cookie(req: FastifyRequest, name: string): string | undefined {
 
 export class LiveService {
   readonly hub: Hub;
-  readonly instanceId = randomUUID();
+  readonly instanceId: string;
   readonly bcChannel: string;
   private readonly deps: Deps;
   private timers: NodeJS.Timeout[] = [];
@@ -120,6 +119,7 @@ export class LiveService {
 
   constructor(deps: Deps) {
     this.deps = deps;
+    this.instanceId = deps.db.instanceId;
     this.hub = new Hub(deps.config.wsMaxConnections, deps.config.wsMaxConnectionsPerIp);
     this.bcChannel = `${deps.config.liveChannel.slice(0, 60)}_bc`;
   }
@@ -130,31 +130,20 @@ export class LiveService {
 
   async start(): Promise<void> {
     await this.ensureConfigured();
-    const { sql } = this.deps.db;
+    const { listener } = this.deps.db;
     const onlisten = () => this.onListen();
-    // The driver re-listens by itself after the connection comes back; onlisten fires
+    // The listener listens again by itself after its connection comes back; onlisten fires
     // again then, which is how a gap is detected.
-    // Each channel is listened to once, whichever attempt succeeds (a second listen would
-    // deliver everything twice).
-    // `unlisten` as a property: the driver's is a closure, taken off its object below.
-    let deltas: { unlisten: () => Promise<void> } | null = null;
-    let events: { unlisten: () => Promise<void> } | null = null;
-    const listenAll = async () => {
-      deltas ??= await sql.listen(this.deps.config.liveChannel, (p) => this.onDelta(p), onlisten);
-      events ??= await sql.listen(this.bcChannel, (p) => this.onEvent(p));
-      this.unlisten = [deltas.unlisten, events.unlisten];
-    };
-    listenAll().catch((err: unknown) => {
-      this.deps.log.warn({ err }, 'live listener could not start; retrying');
-      const retry = setInterval(() => {
-        if (this.closed) return clearInterval(retry);
-        listenAll().then(
-          () => clearInterval(retry),
-          () => {},
-        );
-      }, 1000);
-      retry.unref();
-    });
+    void Promise.all([
+      listener.listen(this.deps.config.liveChannel, (p) => this.onDelta(p), onlisten),
+      listener.listen(this.bcChannel, (p) => this.onEvent(p)),
+    ]).then(
+      (hs) => {
+        this.unlisten = hs.map((h) => h.unlisten);
+        if (this.closed) for (const u of this.unlisten) void u();
+      },
+      (err: unknown) => this.deps.log.warn({ err }, 'live listener stopped'),
+    );
     await this.beat();
     const hb = setInterval(() => void this.beat(), HEARTBEAT_MS);
     hb.unref();
@@ -199,7 +188,7 @@ export class LiveService {
   private onDelta(payload: string): void {
     let msg: { type?: unknown; query_id?: unknown };
     try {
-      msg = JSON.parse(payload) as typeof msg;
+      msg = JSON.parse(payload);
     } catch {
       return;
     }
@@ -214,7 +203,7 @@ export class LiveService {
   private onEvent(payload: string): void {
     let ev: { channel?: unknown; msg?: unknown };
     try {
-      ev = JSON.parse(payload) as typeof ev;
+      ev = JSON.parse(payload);
     } catch {
       return;
     }
@@ -231,7 +220,8 @@ export class LiveService {
         await this.pendingLeaves[0]();
         this.pendingLeaves.shift();
       }
-      const fresh = await q.heartbeat(this.sql, this.instanceId, this.bcChannel, INSTANCE_TTL);
+      // On the listener's connection: a periodic statement keeps no request connection from idling out.
+      const fresh = await q.heartbeat(this.deps.db.listener, this.instanceId, this.bcChannel, INSTANCE_TTL);
       if (fresh) {
         // First beat, or this instance had been declared dead: announce its clients again.
         for (const c of this.hub.all()) if (c.state !== null) this.presence(c, c.state);
@@ -274,7 +264,7 @@ export class LiveService {
     return false;
   }
 
-  /** The checks shared by the upgrade and the presence endpoint (docs/api/live.md). */
+  /** The checks shared by the upgrade and the presence endpoint (interface §4.9 rules 1–3). */
   async admit(req: FastifyRequest, channel: string, upgrade: boolean): Promise<Credential> {
     if (!this.originAllowed(req)) throw LIVE_ERRORS.origin();
     if (upgrade) {
@@ -358,7 +348,7 @@ export class LiveService {
       if (isBinary) return;
       let msg: { type?: unknown; payload?: unknown; state?: unknown };
       try {
-        msg = JSON.parse((data as Buffer).toString('utf8')) as typeof msg;
+        msg = JSON.parse(String(data));
       } catch {
         return;
       }
@@ -514,7 +504,7 @@ export const liveArea: Area = {
       wsHandler: (socket, req) => {
         const cred = admitted.get(req);
         if (cred === undefined) return socket.close(1011, 'not admitted'); // every upgrade passes preValidation first
-        svc.connect(socket, req.params.query_id, cred);
+        svc.connect(socket, (req.params as { query_id: string }).query_id, cred);
       },
     });
 

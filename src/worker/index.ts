@@ -4,7 +4,9 @@
  * instance runs a worker; jobs are taken once. Signals belong to main.ts.
  */
 import pg from 'pg';
-import { run, type Runner, type TaskList } from 'graphile-worker';
+import { EventEmitter } from 'node:events';
+import { run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
+import type { Listener } from '../core/listener.ts';
 import type { Logger } from '../core/log.ts';
 import { workerLogger } from '../core/migrate.ts';
 
@@ -13,26 +15,66 @@ export interface WorkerOptions {
   tasks: TaskList;
   log: Logger;
   concurrency?: number;
+  /** Connections for the worker's statements (default 1); its LISTEN is on `listener`'s. */
   maxPoolSize?: number;
+  /** The instance's listener: graphile-worker's LISTEN (`jobs:insert`) shares its connection. */
+  listener: Listener;
+}
+
+/**
+ * graphile-worker's pool: its statements on connections of its own; the one connection it
+ * holds for LISTEN (taken by its `listenForChanges` callback; pg-pool's own `query` takes
+ * connections with a callback too) is the instance's listener connection, lent and never
+ * closed by it. Lost, graphile-worker takes it again after
+ * its backoff, and gets the listener's next connection.
+ */
+class SharedListenPool extends pg.Pool {
+  private readonly listener: Listener;
+
+  constructor(config: pg.PoolConfig, listener: Listener) {
+    super(config);
+    this.listener = listener;
+  }
+
+  override connect(): Promise<pg.PoolClient>;
+  override connect(callback: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void): void;
+  override connect(callback?: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void): Promise<pg.PoolClient> | void {
+    if (callback === undefined) return super.connect();
+    if (callback.name !== 'listenForChanges') return super.connect(callback as never);
+    this.listener.connection().then(
+      (client) => callback(undefined, client as pg.PoolClient, () => {}),
+      (err: unknown) => callback(err as Error, undefined, () => {}),
+    );
+  }
 }
 
 export interface Worker {
   stop(): Promise<void>;
+  /** The ids of its graphile-worker pools: what its jobs are locked by. */
+  ids(): readonly string[];
 }
 
 export async function startWorker(opts: WorkerOptions): Promise<Worker> {
-  const pool = new pg.Pool({
-    connectionString: opts.databaseUrl,
-    max: opts.maxPoolSize ?? 4,
-    connectionTimeoutMillis: 5000,
-    application_name: 'plinth-worker',
-  });
+  const pool = new SharedListenPool(
+    {
+      connectionString: opts.databaseUrl,
+      max: opts.maxPoolSize ?? 1,
+      connectionTimeoutMillis: 5000,
+      idleTimeoutMillis: 10_000,
+      application_name: 'plinth-worker',
+    },
+    opts.listener,
+  );
   // A lost connection must never crash the service: the worker retries by itself.
   pool.on('error', (err) => opts.log.warn({ err }, 'worker pool connection lost'));
   pool.on('connect', (client) => client.on('error', (err) => opts.log.warn({ err }, 'worker connection lost')));
+  const ids: string[] = [];
+  const events = new EventEmitter() as WorkerEvents;
+  events.on('pool:create', ({ workerPool }) => ids.push(workerPool.id));
   let runner: Runner;
   try {
     runner = await run({
+      events,
       pgPool: pool,
       taskList: opts.tasks,
       concurrency: opts.concurrency ?? 16,
@@ -54,6 +96,7 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
   }
   runner.promise.catch((err: unknown) => opts.log.error({ err }, 'worker stopped'));
   return {
+    ids: () => ids,
     async stop() {
       await runner.stop().catch((err: unknown) => opts.log.warn({ err }, 'worker stop failed'));
       await pool.end().catch(() => {});

@@ -1,11 +1,13 @@
 /**
- * The job worker as the service starts it (defaults: 16 concurrent jobs on a pool of 4):
+ * The job worker as the service starts it (defaults: 16 concurrent jobs on a pool of 1, its
+ * LISTEN on the instance's listener connection):
  * it starts, takes a job, and says nothing at warn or above about its own configuration
  * (graphile-worker's pool-smaller-than-concurrency advice is a choice made here; it goes
  * to debug).
  */
 import t from 'tap';
 import { pino } from 'pino';
+import { Listener } from '../../src/core/listener.ts';
 import { startWorker } from '../../src/worker/index.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 
@@ -15,12 +17,16 @@ t.test('the worker starts at its defaults without a warning, and runs a job', as
   const log = pino({ level: 'debug' }, { write: (chunk: string) => lines.push(JSON.parse(chunk)) });
   let done!: (payload: unknown) => void;
   const ran = new Promise((r) => (done = r));
-  const worker = await startWorker({ databaseUrl: db.url, log, tasks: { plinth_test_echo: async (payload) => done(payload) } });
-  t.teardown(() => worker.stop());
+  const listener = new Listener({ url: db.url, applicationName: 'plinth-listener', log, connectTimeoutMs: 2000 });
+  const worker = await startWorker({ databaseUrl: db.url, log, listener, tasks: { plinth_test_echo: async (payload) => done(payload) } });
+  t.teardown(async () => {
+    await worker.stop();
+    await listener.end();
+  });
   await db.sql`select graphile_worker.add_job('plinth_test_echo', '{"n": 1}'::json)`;
   const timeout = setTimeout(() => done('timed out'), 20_000);
   t.same(await ran, { n: 1 }, 'the job ran');
   clearTimeout(timeout);
   t.same(lines.filter((l) => l.level >= 40).map((l) => l.msg), [], 'nothing at warn or above');
-  t.ok(lines.some((l) => l.level === 20 && /maxPoolSize \(4\) smaller than concurrency \(16\)/.test(l.msg)), 'the pool advice, at debug');
+  t.ok(lines.some((l) => l.level === 20 && /maxPoolSize \(1\) smaller than concurrency \(16\)/.test(l.msg)), 'the pool advice, at debug');
 });

@@ -78,7 +78,6 @@ export async function startApp(t: TapLike, opts: StartOptions = {}): Promise<Tes
     databaseUrl: opts.databaseUrl ?? db.url,
     worker: opts.worker,
     workerConcurrency: 1,
-    workerPoolSize: 2,
   });
   t.teardown(async () => {
     await service.close();

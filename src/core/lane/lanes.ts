@@ -5,12 +5,15 @@
  * `postgres` pool as the same login role.
  *
  * Lanes open on demand: a role's first lane at its first request, each next one as soon as
- * the one before it takes a request (in the background: a request sent to a lane still
- * connecting would wait for it), a lost one at the next request that picks it. Every lane an
- * instance opens is taken from one `LaneBudget`, the seam for a connection budget per
- * instance (today each role may open `count`).
+ * the one before it takes a request (in the background, and only when the budget has a
+ * connection free at once: a request sent to a lane still connecting would wait for it), a
+ * lost one at the next request that picks it. Every connection of the lanes and of the
+ * transaction pool is taken from the instance's one `ConnectionBudget` (lane/budget.ts); a
+ * lane idle for `idleMs` closes, and so does an idle lane the budget asks back for another
+ * pool.
  */
 import postgres from 'postgres';
+import { budgetedSocket, type ConnectionBudget } from './budget.ts';
 import { LaneConnection, LaneError, tlsModeOf, type TlsMode } from './client.ts';
 import type { LaneQuery, Row, Rows } from './sql.ts';
 
@@ -45,32 +48,6 @@ const LANE_SHARE = 4;
 /** A lane with requests in flight that answered none for this long is held by a slow statement: no more requests join it. */
 const LANE_STALL_MS = 2;
 
-/**
- * How many lane connections this instance may hold, over every role. Unlimited today (each
- * role has its own `count`). The seam for a budget per instance: with a limit, a lane that
- * cannot take a connection fails the request that would open it with PostgreSQL's own
- * too_many_connections (53300); where requests should wait or go to another role's idle
- * lane instead is the policy that limit comes with.
- */
-export class LaneBudget {
-  private used = 0;
-  private readonly limit: number;
-
-  constructor(limit = Infinity) {
-    this.limit = limit;
-  }
-
-  take(): boolean {
-    if (this.used >= this.limit) return false;
-    this.used++;
-    return true;
-  }
-
-  give(): void {
-    this.used--;
-  }
-}
-
 export interface Lane {
   conn: LaneConnection | null;
   opening: Promise<LaneConnection> | null;
@@ -88,7 +65,9 @@ export interface RoleLanesOptions {
   count: number;
   applicationName: string;
   apiRole: string;
-  budget: LaneBudget;
+  budget: ConnectionBudget;
+  /** A lane (and a transaction pool connection) idle this long is closed. */
+  idleMs: number;
   /** Behind a pooler in transaction mode: unnamed statements, no `options` startup parameter. */
   pooler: boolean;
 }
@@ -100,25 +79,59 @@ export class RoleLanes {
   private readonly o: RoleLanesOptions;
   private readonly tls: TlsMode;
   private ended = false;
+  private readonly idleTimer: NodeJS.Timeout;
+  private readonly unevict: () => void;
 
   constructor(o: RoleLanesOptions) {
     this.o = o;
     this.tls = tlsModeOf(o.url);
     this.lanes = Array.from({ length: o.count }, () => ({ conn: null, opening: null, inflight: 0, answered: 0, failures: 0, failedAt: 0 }));
     this.open(this.lanes[0]).catch(() => {});
+    this.idleTimer = setInterval(() => this.closeIdle(performance.now() - o.idleMs), Math.max(50, o.idleMs / 4));
+    this.idleTimer.unref();
+    this.unevict = o.budget.onEvict((spareOnly) => this.closeIdle(Infinity, 1, spareOnly ? 1 : 0) > 0);
   }
 
-  /** The lane's connection, opened (or reopened, after the backoff) when it has none. */
-  open(lane: Lane): Promise<LaneConnection> {
-    if (lane.opening) return lane.opening;
+  /**
+   * Close (from the last lane back) up to `most` lanes with nothing in flight that last
+   * answered before `before`, keeping at least `keep` open; how many closed.
+   */
+  private closeIdle(before: number, most = Infinity, keep = 0): number {
+    let n = 0;
+    let open = this.lanes.filter((l) => l.conn !== null).length;
+    for (let i = this.lanes.length - 1; i >= 0 && n < most && open > keep; i--) {
+      const l = this.lanes[i];
+      const c = l.conn;
+      if (c === null || l.inflight > 0 || c.inflight > 0 || l.opening !== null) continue;
+      if (Math.max(l.answered, c.opened) >= before) continue;
+      l.conn = null;
+      void c.end();
+      n++;
+      open--;
+    }
+    return n;
+  }
+
+  /**
+   * The lane's connection, opened (or reopened, after the backoff) when it has none, with a
+   * connection of the budget: waited for, or (`taken`) already taken by the caller.
+   */
+  open(lane: Lane, taken = false): Promise<LaneConnection> {
+    if (lane.opening) {
+      if (taken) this.o.budget.give();
+      return lane.opening;
+    }
     lane.opening = (async () => {
       try {
         if (lane.failures > 0) {
           const wait = reconnectBackoff(lane.failures - 1) * 1000 - (performance.now() - lane.failedAt);
           if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         }
-        if (this.ended) throw new LaneError('the request lanes have ended', 'CONNECTION_ENDED');
-        if (!this.o.budget.take()) throw new LaneError('no lane connection is free in this instance', '53300');
+        if (this.ended) {
+          if (taken) this.o.budget.give();
+          throw new LaneError('the request lanes have ended', 'CONNECTION_ENDED');
+        }
+        if (!taken) await this.o.budget.take();
         let conn: LaneConnection;
         try {
           conn = await LaneConnection.open({
@@ -131,6 +144,7 @@ export class RoleLanes {
           });
         } catch (err) {
           this.o.budget.give();
+          this.o.budget.refusedAt = performance.now();
           lane.failures++;
           lane.failedAt = performance.now();
           throw err;
@@ -163,20 +177,31 @@ export class RoleLanes {
   acquire(): Lane | null {
     const now = performance.now();
     let best = -1;
+    // Lanes with a connection (or one on its way) first; then a lane without one (it opens);
+    // a lane held by a slow statement last.
+    let stalled = -1;
     for (let i = 0; i < this.lanes.length; i++) {
       const l = this.lanes[i];
-      if (l.inflight < LANE_SHARE && (l.inflight === 0 || now - l.answered < LANE_STALL_MS)) {
+      if (l.conn === null && l.opening === null) continue;
+      const moving = l.inflight === 0 || now - l.answered < LANE_STALL_MS;
+      if (l.inflight < LANE_SHARE && moving) {
         best = i;
         break;
       }
-      if (l.inflight < LANE_DEPTH && (best < 0 || l.inflight < this.lanes[best].inflight)) best = i;
+      if (l.inflight >= LANE_DEPTH) continue;
+      if (moving) {
+        if (best < 0 || l.inflight < this.lanes[best].inflight) best = i;
+      } else if (stalled < 0 || l.inflight < this.lanes[stalled].inflight) stalled = i;
     }
+    if (best < 0) best = this.lanes.findIndex((l) => l.conn === null && l.opening === null);
+    if (best < 0) best = stalled;
     if (best < 0) return null;
     const lane = this.lanes[best];
     lane.inflight++;
-    // The lane after the one in use opens now, so that it is ready when requests pile up.
-    const next = this.lanes[best + 1];
-    if (next && next.conn === null && next.opening === null && next.failures === 0 && !this.ended) this.open(next).catch(() => {});
+    // The next lane without a connection opens now, so that it is ready when requests pile
+    // up: only with a connection free in the budget at once (else the lanes open share it).
+    const next = this.lanes.find((l, i) => i > best && l.conn === null && l.opening === null);
+    if (next && next.failures === 0 && !this.ended && this.o.budget.tryTake()) this.open(next, true).catch(() => {});
     return lane;
   }
 
@@ -205,23 +230,24 @@ export class RoleLanes {
 
   /** The role's transaction pool: `postgres`, as the same login role, for several statements in one transaction. */
   get txn(): Sql {
-    return (this.txnPool ??= postgres(this.o.url, {
+    return (this.txnPool ??= budgetedPool(this.o.url, this.o.budget, this.o.idleMs, {
       max: this.o.count,
       prepare: !this.o.pooler,
       connect_timeout: CONNECT_TIMEOUT_S,
-      idle_timeout: 60,
       max_lifetime: MAX_LIFETIME_S,
       onnotice: () => {},
       backoff: reconnectBackoff,
       // The session role is the API role (set on the login role as well; this makes it so
       // even where a DBA left that out). A pooler forwards no such startup parameter.
       connection: this.o.pooler ? { application_name: this.o.applicationName } : { application_name: this.o.applicationName, role: this.o.apiRole },
-    } as postgres.Options<Record<string, never>>) as unknown as Sql);
+    }));
   }
 
   /** Close every lane: requests in flight may finish for `timeout` seconds, then the sockets are cut. */
   async end(timeout: number): Promise<void> {
     this.ended = true;
+    clearInterval(this.idleTimer);
+    this.unevict();
     const conns = this.lanes.map((l) => l.conn).filter((c): c is LaneConnection => c !== null);
     let timer: NodeJS.Timeout | undefined;
     const cut = new Promise<void>((resolve) => {
@@ -233,4 +259,30 @@ export class RoleLanes {
     await Promise.all([Promise.race([Promise.all(conns.map((c) => c.end())), cut]), this.txnPool?.end({ timeout })]);
     clearTimeout(timer);
   }
+}
+
+/**
+ * A `postgres` pool whose connections are taken from `budget` and close after `idleMs` idle;
+ * when the budget is spent and another pool waits, its oldest idle connection closes.
+ */
+export function budgetedPool(url: string, budget: ConnectionBudget, idleMs: number, options: postgres.Options<Record<string, never>>): Sql {
+  // Over TLS the pool keeps its own bound (`max`) outside the budget: a connection the driver
+  // upgrades to TLS on the budget's socket did not give its unit back when ended (seen
+  // behind a TLS-terminating proxy, test/core/tls.test.ts), and a unit lost is a connection
+  // lost to the whole instance. The lanes stay inside the budget over TLS too.
+  if (tlsModeOf(url) !== 'disable') {
+    return postgres(url, { ...options, idle_timeout: idleMs / 1000 } as postgres.Options<Record<string, never>>) as unknown as Sql;
+  }
+  const sql = postgres(url, {
+    ...options,
+    idle_timeout: idleMs / 1000,
+    socket: budgetedSocket(budget, CONNECT_TIMEOUT_S * 1000),
+  } as postgres.Options<Record<string, never>>) as unknown as Sql & { evictIdle(): boolean };
+  const unevict = budget.onEvict(() => sql.evictIdle());
+  const end = sql.end.bind(sql);
+  sql.end = ((o?: { timeout?: number }) => {
+    unevict();
+    return end(o);
+  });
+  return sql;
 }

@@ -1,0 +1,173 @@
+/**
+ * The connection budget of an instance (DB_POOL_SIZE): every request connection it opens,
+ * whatever it serves (the owner pool, any API role's lanes or transaction pool), is taken
+ * from one budget. A pool that needs a connection while the budget is spent waits up to
+ * DB_POOL_TIMEOUT_MS; meanwhile the budget asks the pools to close a connection that is idle
+ * (a role's idle lane, the owner pool's oldest idle connection), so that a burst on one role
+ * never leaves another without a connection for longer than one close. A wait that times out
+ * fails with the code `DB_BUSY`: 503 `database busy` (core/errors.ts).
+ *
+ * The postgres driver's pools take their connections from the budget through its `socket`
+ * option (`budgetedSocket`): the socket a connection opens holds one unit of the budget until
+ * it closes.
+ */
+import net from 'node:net';
+import { Duplex } from 'node:stream';
+import { LaneError } from './client.ts';
+
+interface Waiter {
+  resolve(): void;
+  timer: NodeJS.Timeout;
+}
+
+export class ConnectionBudget {
+  private used = 0;
+  readonly limit: number;
+  readonly timeoutMs: number;
+  private readonly waiters: Waiter[] = [];
+  /**
+   * Close one idle connection (with `spareOnly`, only one its pool can spare: not a role's
+   * last lane); true when one was closed (its close gives its unit back).
+   */
+  private readonly evictors = new Set<(spareOnly: boolean) => boolean>();
+  /** While requests wait: asks the pools for an idle connection every few milliseconds. */
+  private evicting: NodeJS.Timeout | null = null;
+  /** When a connection was last refused: a wait that timed out, or the database refusing a new one (performance.now(); 0: never). */
+  refusedAt = 0;
+
+  constructor(limit = Infinity, timeoutMs = 5000) {
+    this.limit = limit;
+    this.timeoutMs = timeoutMs;
+  }
+
+  /** Connections held now. */
+  get inUse(): number {
+    return this.used;
+  }
+
+  /** Requests waiting for a connection now. */
+  get waiting(): number {
+    return this.waiters.length;
+  }
+
+  /** A unit now if one is free (no wait, nobody ahead): true when taken. */
+  tryTake(): boolean {
+    if (this.used >= this.limit || this.waiters.length > 0) return false;
+    this.used++;
+    return true;
+  }
+
+  /** A unit, waiting up to `timeoutMs` for one; rejects with `DB_BUSY` after that. */
+  take(): Promise<void> {
+    if (this.tryTake()) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const w: Waiter = {
+        resolve,
+        timer: setTimeout(() => {
+          const i = this.waiters.indexOf(w);
+          if (i >= 0) this.waiters.splice(i, 1);
+          if (this.waiters.length === 0) this.stopEvicting();
+          this.refusedAt = performance.now();
+          reject(new LaneError('no database connection became free in time', 'DB_BUSY'));
+        }, this.timeoutMs),
+      };
+      this.waiters.push(w);
+      // A connection busy now may be idle in a moment: ask again until nobody waits.
+      if (!this.evictOne() && this.evicting === null) {
+        this.evicting = setInterval(() => {
+          if (this.waiters.length === 0) this.stopEvicting();
+          else this.evictOne();
+        }, 5);
+      }
+    });
+  }
+
+  /** Give a unit back: to the first waiter, if any. */
+  give(): void {
+    const w = this.waiters.shift();
+    if (w) {
+      if (this.waiters.length === 0) this.stopEvicting();
+      clearTimeout(w.timer);
+      w.resolve();
+      return;
+    }
+    this.used--;
+  }
+
+  /** Register a pool's way of closing one of its idle connections; returns the unregistration. */
+  onEvict(evict: (spareOnly: boolean) => boolean): () => void {
+    this.evictors.add(evict);
+    return () => this.evictors.delete(evict);
+  }
+
+  private stopEvicting(): void {
+    if (this.evicting !== null) clearInterval(this.evicting);
+    this.evicting = null;
+  }
+
+  /** Spare idle connections first (a role's second lane, an idle pool connection), then any idle one. */
+  private evictOne(): boolean {
+    for (const spareOnly of [true, false]) for (const evict of this.evictors) if (evict(spareOnly)) return true;
+    return false;
+  }
+}
+
+/** The connection target as the postgres driver parses it (its `socket` option gets these). */
+interface SocketTarget {
+  host: string[];
+  port: number[];
+  path?: string | false;
+}
+
+/** A socket that fails at once with `err` (the driver then fails the query that waited for it). */
+function failedSocket(err: Error): Duplex {
+  const d = new Duplex({
+    read() {},
+    write(_chunk, _enc, cb) {
+      cb();
+    },
+  });
+  setImmediate(() => d.destroy(err));
+  return d;
+}
+
+/**
+ * The postgres driver's `socket` option for a pool inside `budget`: each connection waits for
+ * a unit of the budget, then connects; the unit comes back when the socket closes.
+ */
+export function budgetedSocket(budget: ConnectionBudget, connectTimeoutMs: number): (o: SocketTarget) => Promise<Duplex> {
+  return async (o) => {
+    try {
+      await budget.take();
+    } catch (err) {
+      return failedSocket(err as Error);
+    }
+    const s = o.path ? net.connect(o.path) : net.connect(o.port[0], o.host[0]);
+    // The unit comes back when the connection is over: closed, or ended by either side (a
+    // peer that does not close its half after the Terminate must not hold the unit).
+    let given = false;
+    const giveBack = () => {
+      if (given) return;
+      given = true;
+      budget.give();
+    };
+    s.once('close', giveBack);
+    s.once('end', giveBack);
+    s.once('finish', giveBack);
+    const err = await new Promise<Error | null>((resolve) => {
+      const timer = setTimeout(() => resolve(new LaneError('timed out connecting to the database', 'CONNECT_TIMEOUT')), connectTimeoutMs);
+      s.once('connect', () => {
+        clearTimeout(timer);
+        resolve(null);
+      });
+      s.once('error', (e) => {
+        clearTimeout(timer);
+        resolve(e);
+      });
+    });
+    if (err === null) return s;
+    budget.refusedAt = performance.now();
+    s.destroy();
+    return failedSocket(err);
+  };
+}

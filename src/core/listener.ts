@@ -1,0 +1,211 @@
+/**
+ * The instance's one background connection (outside the request budget): LISTEN for every
+ * channel the instance hears (cache reloads, live deltas, broadcast, and graphile-worker's
+ * `jobs:insert`, which the worker's pool borrows it for), and the periodic statements
+ * (heartbeats, the sweep of dead instances), so that periodic work never keeps a request
+ * connection from idling out.
+ *
+ * It reconnects by itself with the lanes' backoff; after each reconnection it listens again
+ * to every channel and calls each `onlisten`, which is how a gap (notifications possibly
+ * missed) is noticed.
+ */
+import pg from 'pg';
+import type { Logger } from './log.ts';
+import { tlsModeOf, type TlsMode } from './lane/client.ts';
+import { reconnectBackoff } from './lane/lanes.ts';
+
+interface Listening {
+  fn: (payload: string) => void;
+  onlisten?: () => void;
+}
+
+export interface ListenerOptions {
+  url: string;
+  applicationName: string;
+  log: Logger;
+  connectTimeoutMs: number;
+}
+
+function quoteIdent(name: string): string {
+  return '"' + name.replace(/"/g, '""') + '"';
+}
+
+export class Listener {
+  private readonly o: ListenerOptions;
+  private client: pg.Client | null = null;
+  private connecting: Promise<pg.Client> | null = null;
+  private readonly channels = new Map<string, Set<Listening>>();
+  private failures = 0;
+  private queue: Promise<void> = Promise.resolve();
+  private ended = false;
+
+  constructor(o: ListenerOptions) {
+    this.o = o;
+  }
+
+  /** true while the connection is up. */
+  get connected(): boolean {
+    return this.client !== null;
+  }
+
+  /** The connection, opened (after the backoff, while it fails) when there is none. */
+  connection(): Promise<pg.Client> {
+    if (this.client) return Promise.resolve(this.client);
+    if (this.ended) return Promise.reject(new Error('the listener has ended'));
+    this.connecting ??= (async () => {
+      try {
+        for (;;) {
+          try {
+            return await this.connectOnce();
+          } catch (err) {
+            if (this.ended) throw err;
+            this.failures++;
+            if (this.failures === 1) this.o.log.warn({ err }, 'listener connection failed; retrying');
+            await new Promise((r) => setTimeout(r, reconnectBackoff(this.failures - 1) * 1000).unref());
+          }
+        }
+      } finally {
+        this.connecting = null;
+      }
+    })();
+    return this.connecting;
+  }
+
+  private async connectOnce(): Promise<pg.Client> {
+    const mode = tlsModeOf(this.o.url);
+    if (mode !== 'prefer') return this.attempt(mode !== 'disable', mode);
+    try {
+      return await this.attempt(true, mode);
+    } catch (err) {
+      // libpq's `prefer`: plaintext when the server does not speak TLS.
+      if (!/does not support SSL/.test(String((err as Error).message))) throw err;
+      return this.attempt(false, mode);
+    }
+  }
+
+  /** One connection attempt, TLS as the URL's sslmode says (as the lanes read it). */
+  private async attempt(tls: boolean, mode: TlsMode): Promise<pg.Client> {
+    const u = new URL(this.o.url);
+    const socketDir = u.searchParams.get('host');
+    const client = new pg.Client({
+      host: socketDir ?? (decodeURIComponent(u.hostname).replace(/^\[|\]$/g, '') || 'localhost'),
+      port: Number(u.port || 5432),
+      user: decodeURIComponent(u.username),
+      password: decodeURIComponent(u.password),
+      database: decodeURIComponent(u.pathname.slice(1)),
+      application_name: this.o.applicationName,
+      connectionTimeoutMillis: this.o.connectTimeoutMs,
+      keepAlive: true,
+      ssl: !tls
+        ? false
+        : mode === 'verify-full'
+          ? { rejectUnauthorized: true }
+          : mode === 'verify-ca'
+            ? { rejectUnauthorized: true, checkServerIdentity: () => undefined }
+            : { rejectUnauthorized: false },
+    });
+    client.on('error', () => {});
+    client.connection.on('error', () => {});
+    try {
+      return await this.setUp(client);
+    } catch (err) {
+      // A failed attempt: its socket goes; nothing of it may surface later (pg's connection
+      // still emits an error for a late TLS refusal).
+      client.connection.removeAllListeners('error');
+      client.connection.on('error', () => {});
+      client.connection.stream.destroy();
+      throw err;
+    }
+  }
+
+  private async setUp(client: pg.Client): Promise<pg.Client> {
+    await client.connect();
+    if (this.ended) {
+      await client.end().catch(() => {});
+      throw new Error('the listener has ended');
+    }
+    client.on('notification', (m) => {
+      for (const l of this.channels.get(m.channel) ?? []) l.fn(m.payload ?? '');
+    });
+    client.on('notice', () => {});
+    const lost = () => {
+      if (this.client !== client) return;
+      this.client = null;
+      if (this.ended) return;
+      this.o.log.warn('listener connection lost; reconnecting');
+      // Reconnect at once when something listens (the backoff spaces failed attempts).
+      if (this.channels.size > 0) this.connection().catch(() => {});
+    };
+    client.on('error', lost);
+    client.on('end', lost);
+    // Every channel known, including those added while this was on its way.
+    const done = new Set<string>();
+    for (;;) {
+      const names = [...this.channels.keys()].filter((n) => !done.has(n));
+      if (names.length === 0) break;
+      await client.query(names.map((n) => `LISTEN ${quoteIdent(n)}`).join('; '));
+      for (const n of names) done.add(n);
+    }
+    this.failures = 0;
+    this.client = client;
+    for (const ls of this.channels.values()) for (const l of ls) l.onlisten?.();
+    return client;
+  }
+
+  /**
+   * Hear `channel`: `fn` gets each payload; `onlisten` is called once the LISTEN is in
+   * place, and again after every reconnection. Resolves when listening (it waits for the
+   * database as long as it takes).
+   */
+  async listen(channel: string, fn: (payload: string) => void, onlisten?: () => void): Promise<{ unlisten(): Promise<void> }> {
+    const entry: Listening = { fn, onlisten };
+    let set = this.channels.get(channel);
+    const first = !set;
+    if (!set) this.channels.set(channel, (set = new Set()));
+    set.add(entry);
+    const unlisten = async () => {
+      set.delete(entry);
+      if (set.size > 0 || this.channels.get(channel) !== set) return;
+      this.channels.delete(channel);
+      await this.client?.query(`UNLISTEN ${quoteIdent(channel)}`).catch(() => {});
+    };
+    const client = this.client;
+    if (client === null) {
+      // The connection on its way listens to every channel known by then, this one included, and calls onlisten.
+      await this.connection();
+    } else if (!first) {
+      onlisten?.();
+    } else {
+      try {
+        await client.query(`LISTEN ${quoteIdent(channel)}`);
+        onlisten?.();
+      } catch {
+        // The connection went meanwhile: the next one listens to it.
+        await this.connection();
+      }
+    }
+    return { unlisten };
+  }
+
+  /** A statement on the background connection (periodic work), as the owner. */
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+    // One at a time (node-postgres queues them, but deprecates doing so).
+    const run = this.queue.then(async () => {
+      const client = await this.connection();
+      return (await client.query<R>(text, values)).rows;
+    });
+    this.queue = run.then(
+      () => {},
+      () => {},
+    );
+    return run;
+  }
+
+  /** Close the connection; no reconnection after this. */
+  async end(): Promise<void> {
+    this.ended = true;
+    const c = this.client;
+    this.client = null;
+    await c?.end().catch(() => {});
+  }
+}
