@@ -1,1 +1,1 @@
---!include core/instances.sql
+-- Enter migration here
