@@ -1,1 +1,3 @@
 -- Enter migration here
+--!include webhooks/deliveries.sql
+--!include webhooks/enqueue.sql

@@ -35,7 +35,7 @@ export const ERRORS = {
   serviceRoleRequired: () => new AppError(403, 'service role required'),
   permissionDenied: (cause?: unknown) => new AppError(403, 'permission denied', { cause }),
   databaseUnavailable: (cause?: unknown) => new AppError(503, 'database unavailable', { cause }),
-  shuttingDown: () => new AppError(503, 'service unavailable'),
+  shuttingDown: () => new AppError(503, 'service shutting down'),
   internal: (cause?: unknown) => new AppError(500, 'internal error', { cause }),
   internalDatabase: (cause?: unknown) => new AppError(500, 'internal database error', { cause }),
 } as const;

@@ -158,7 +158,9 @@ function etagMatches(header: string | undefined, etag: string): boolean {
 }
 
 function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
-  const { db, credentials, log } = deps;
+  const { db, credentials, log, metrics, config } = deps;
+  const uploaded = metrics.storageBytes.labels('upload', config.storageBackend);
+  const downloaded = metrics.storageBytes.labels('download', config.storageBackend);
 
   // ---- buckets (JSON) ----
   app.post('/storage/v1/bucket', async (req, reply) => {
@@ -225,7 +227,7 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
       const source = /^multipart\/form-data\b/i.test(contentType) ? await multipartSource(req) : rawSource(req);
       const mimeType = pickMimeType(source.mimeType, name);
       const put: { pending: PendingPut | null } = { pending: null };
-      let out: { id: string; replaced: string | null };
+      let out: { id: string; replaced: string | null; size: number };
       try {
         out = await db.transactionWithContext(cred, async (tx) => {
           const r = await sdb.beginUpload(tx, { bucket, name, mimeType, declaredSize: source.declaredSize, upsert });
@@ -255,7 +257,7 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
           }
           const size = m.size();
           if ((await sdb.finishUpload(tx, id, size, id.replaceAll('-', ''))) === 'too_large') throw STORAGE_ERRORS.tooLarge();
-          return { id, replaced: r.replaced };
+          return { id, replaced: r.replaced, size };
         });
       } catch (err) {
         await put.pending?.abort().catch((e: unknown) => log.error({ err: e }, 'storage: could not remove the bytes of a failed upload'));
@@ -274,6 +276,7 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
       if (out.replaced !== null) {
         backend.delete({ bucket, name, id: out.replaced }).catch((err: unknown) => log.error({ err }, 'storage: could not remove replaced bytes'));
       }
+      uploaded.inc(out.size);
       return reply.code(200).send({ id: out.id, key: `${bucket}/${name}` });
     });
 
@@ -318,6 +321,7 @@ function routes(app: FastifyInstance, deps: Deps, backend: Backend): void {
         reply.removeHeader('content-length');
         throw STORAGE_ERRORS.objectNotFound();
       }
+      reply.raw.once('finish', () => downloaded.inc(length));
       return reply.send(stream);
     };
     scope.route({ method: ['GET', 'HEAD'], url: '/storage/v1/object/*', handler: download });

@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { run, type Runner, type TaskList } from 'graphile-worker';
 import type { Logger } from '../core/log.ts';
+import type { Metrics } from '../core/metrics.ts';
 import { workerLogger } from '../core/migrate.ts';
 
 export interface WorkerOptions {
@@ -14,7 +15,12 @@ export interface WorkerOptions {
   log: Logger;
   concurrency?: number;
   maxPoolSize?: number;
+  /** Jobs running, completed and failed are counted here; queued jobs are counted from the table, at most every 10 s. */
+  metrics?: Metrics;
 }
+
+/** The queued-jobs count is refreshed at most this often (it reads graphile-worker's table). */
+const QUEUED_REFRESH_MS = 10_000;
 
 export interface Worker {
   stop(): Promise<void>;
@@ -53,6 +59,28 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
     throw err;
   }
   runner.promise.catch((err: unknown) => opts.log.error({ err }, 'worker stopped'));
+  const metrics = opts.metrics;
+  if (metrics) {
+    let running = 0;
+    metrics.jobs.set({ state: 'running' }, 0);
+    runner.events.on('job:start', () => metrics.jobs.set({ state: 'running' }, ++running));
+    runner.events.on('job:complete', () => metrics.jobs.set({ state: 'running' }, --running));
+    runner.events.on('job:success', () => metrics.jobsCompleted.inc());
+    runner.events.on('job:error', () => metrics.jobsFailed.inc());
+    // A scrape reports the last count and, when it is older than 10 s, starts the next one.
+    let countedAt = 0;
+    let counting = false;
+    metrics.onCollect(() => {
+      if (counting || Date.now() - countedAt < QUEUED_REFRESH_MS) return;
+      counting = true;
+      countedAt = Date.now();
+      pool
+        .query<{ n: number }>('select count(*)::int as n from graphile_worker._private_jobs where locked_at is null')
+        .then((r) => metrics.jobs.set({ state: 'queued' }, r.rows[0].n))
+        .catch(() => {})
+        .finally(() => (counting = false));
+    });
+  }
   return {
     async stop() {
       await runner.stop().catch((err: unknown) => opts.log.warn({ err }, 'worker stop failed'));

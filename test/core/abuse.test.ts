@@ -339,7 +339,7 @@ t.test('shutting down: requests in flight finish with Connection: close; later o
   t.same([done?.status, done?.headers.connection], [200, 'close'], 'the request in flight is finished, and its connection closes');
   const [late] = parseResponses(B.st.data);
   t.equal(late?.status, 503, 'a request arriving after is refused');
-  t.same(JSON.parse(late.body), { error: 'service unavailable' });
+  t.same(JSON.parse(late.body), { error: 'service shutting down' });
   t.equal(late.headers.connection, 'close');
 });
 
