@@ -120,12 +120,6 @@ export interface Config {
   otelEndpoint: string | null;
   /** OTEL_SERVICE_NAME: the traces' service.name. */
   otelServiceName: string;
-  /** BACKUP_DIR: WAL archive and base backups of the embedded database (null: no backups). */
-  backupDir: string | null;
-  /** BACKUP_SCHEDULE: hours between base backups. */
-  backupIntervalHours: number;
-  /** BACKUP_RETENTION_DAYS: base backups (and the WAL only they need) older than this are removed. */
-  backupRetentionDays: number;
   shadowDatabaseUrl: string | null;
   rootDatabaseUrl: string | null;
   /** DB_REQUEST_PASSWORD: the request login roles' password, managed by a DBA; null = derived from JWT_SECRET and set by the migrations step. */
@@ -253,15 +247,6 @@ function logFormat(env: Env): 'json' | 'pretty' {
   const v = str(env, 'LOG_FORMAT') ?? 'json';
   if (v !== 'json' && v !== 'pretty') throw new ConfigError('LOG_FORMAT', 'must be json or pretty');
   return v;
-}
-
-/** BACKUP_SCHEDULE: `hourly`, `daily` (default), `weekly`, or a number of hours. */
-function backupSchedule(env: Env): number {
-  const v = str(env, 'BACKUP_SCHEDULE') ?? 'daily';
-  const named: Record<string, number> = { hourly: 1, daily: 24, weekly: 168 };
-  if (named[v] !== undefined) return named[v];
-  if (/^\d+$/.test(v) && Number(v) >= 1 && Number(v) <= 8760) return Number(v);
-  throw new ConfigError('BACKUP_SCHEDULE', 'must be hourly, daily, weekly or a number of hours from 1 to 8760');
 }
 
 function oauthProviders(env: Env): Partial<Record<OAuthProviderName, OAuthProviderConfig>> {
@@ -504,9 +489,6 @@ export function parseConfig(env: Env = process.env): Config {
     metricsPort: str(env, 'METRICS_PORT') === undefined ? null : int(env, 'METRICS_PORT', 0, 0, 65535),
     otelEndpoint: url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')?.replace(/\/$/, '') ?? null,
     otelServiceName: str(env, 'OTEL_SERVICE_NAME') ?? 'plinth',
-    backupDir: str(env, 'BACKUP_DIR') === undefined ? null : resolve(str(env, 'BACKUP_DIR')!),
-    backupIntervalHours: backupSchedule(env),
-    backupRetentionDays: int(env, 'BACKUP_RETENTION_DAYS', 7, 1, 36500),
     shadowDatabaseUrl: url(env, 'SHADOW_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
     rootDatabaseUrl: url(env, 'ROOT_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
     dbRequestPassword: str(env, 'DB_REQUEST_PASSWORD') ?? null,
