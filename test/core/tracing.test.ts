@@ -64,3 +64,14 @@ t.test('traces reach an OTLP collector', async (t) => {
   t.pass('the webhook delivery has a trace naming the request that caused it');
   t.ok(services.has('plinth-test'), 'OTEL_SERVICE_NAME names the service');
 });
+
+t.test('without the endpoint no OpenTelemetry code is loaded', async (t) => {
+  const { readFileSync, readdirSync, statSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const src = new URL('../../src', import.meta.url).pathname;
+  const walk = (d: string): string[] => readdirSync(d).flatMap((n) => (statSync(join(d, n)).isDirectory() ? walk(join(d, n)) : n.endsWith('.ts') ? [join(d, n)] : []));
+  const users = walk(src).filter((f) => /from '@opentelemetry\//.test(readFileSync(f, 'utf8')));
+  t.same(users.map((f) => f.slice(src.length)), ['/core/tracing.ts'], 'one module imports OpenTelemetry');
+  const importers = walk(src).filter((f) => /tracing\.ts'/.test(readFileSync(f, 'utf8')));
+  for (const f of importers) t.notMatch(readFileSync(f, 'utf8'), /^import[^;]*tracing\.ts';/m, `${f.slice(src.length)} loads it only on demand`);
+});
