@@ -8,31 +8,45 @@
  * Label values are bounded: `route` is the route pattern (`/rest/v1/:table`), never the URL;
  * a function's name only for functions of the catalog.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 
 /** Seconds: from a fast in-memory answer to a slow statement. */
 const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const SLOW_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
-type Child = { inc(v?: number): void };
-type Observer = { observe(v: number): void };
+/** The per-request metrics: counted in plain arrays on the request path, turned into samples at a scrape. */
+interface RequestSeries {
+  labels: Record<string, string>;
+  count: number;
+}
+interface DurationSeries {
+  labels: Record<string, string>;
+  buckets: Float64Array;
+  sum: number;
+  count: number;
+}
+
+type Sample = { value: number; labels: Record<string, string | number>; metricName?: string };
+
+/**
+ * A metric of the registry whose samples are computed at a scrape (prom-client's own
+ * counters and histograms hash their labels on every increment: a few microseconds a
+ * request, against well under one here).
+ */
+function customMetric(registry: Registry, name: string, help: string, type: 'counter' | 'histogram', values: () => Sample[]): void {
+  const metric = {
+    name,
+    help,
+    type,
+    aggregator: 'sum',
+    get: async () => ({ name, help, type, aggregator: 'sum', values: values() }),
+    reset: () => {},
+  };
+  registry.registerMetric(metric as unknown as Metric);
+}
 
 export class Metrics {
   readonly registry = new Registry();
-
-  readonly httpRequests = new Counter({
-    name: 'http_requests_total',
-    help: 'HTTP requests answered, by method, route pattern and status',
-    labelNames: ['method', 'route', 'status'] as const,
-    registers: [this.registry],
-  });
-  readonly httpDuration = new Histogram({
-    name: 'http_request_duration_seconds',
-    help: 'Time from a request’s arrival to the end of its answer, by method and route pattern',
-    labelNames: ['method', 'route'] as const,
-    buckets: HTTP_BUCKETS,
-    registers: [this.registry],
-  });
 
   readonly dbUp = new Gauge({ name: 'plinth_db_up', help: '1 when the database answered a select 1 within 1 s at this scrape', registers: [this.registry] });
   readonly dbConnections = new Gauge({
@@ -97,25 +111,58 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Children by label key: prom-client hashes the labels of every call otherwise. */
-  private readonly requestChildren = new Map<string, Child>();
-  private readonly durationChildren = new Map<string, Observer>();
+  /** http_requests_total and http_request_duration_seconds, by method, then route, then status. */
+  private readonly requests = new Map<string, Map<string, Map<number, RequestSeries>>>();
+  private readonly durations = new Map<string, Map<string, DurationSeries>>();
   private readonly collectors: Array<() => void | Promise<void>> = [];
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    customMetric(this.registry, 'http_requests_total', 'HTTP requests answered, by method, route pattern and status', 'counter', () => {
+      const out: Sample[] = [];
+      for (const byRoute of this.requests.values()) for (const byStatus of byRoute.values()) for (const r of byStatus.values()) out.push({ value: r.count, labels: r.labels });
+      return out;
+    });
+    customMetric(this.registry, 'http_request_duration_seconds', 'Time from a request’s arrival to the end of its answer, by method and route pattern', 'histogram', () => {
+      const out: Sample[] = [];
+      const name = 'http_request_duration_seconds';
+      for (const byRoute of this.durations.values()) {
+        for (const d of byRoute.values()) {
+          let cumulative = 0;
+          HTTP_BUCKETS.forEach((le, i) => {
+            cumulative += d.buckets[i];
+            out.push({ value: cumulative, labels: { ...d.labels, le }, metricName: `${name}_bucket` });
+          });
+          out.push({ value: d.count, labels: { ...d.labels, le: '+Inf' }, metricName: `${name}_bucket` });
+          out.push({ value: d.sum, labels: d.labels, metricName: `${name}_sum` });
+          out.push({ value: d.count, labels: d.labels, metricName: `${name}_count` });
+        }
+      }
+      return out;
+    });
   }
 
-  /** One answered request. */
+  /** One answered request: a few map lookups and additions, no allocation once its series exist. */
   request(method: string, route: string, status: number, seconds: number): void {
-    const key = `${method} ${route} ${status}`;
-    let c = this.requestChildren.get(key);
-    if (c === undefined) this.requestChildren.set(key, (c = this.httpRequests.labels(method, route, String(status))));
-    c.inc();
-    const dkey = `${method} ${route}`;
-    let h = this.durationChildren.get(dkey);
-    if (h === undefined) this.durationChildren.set(dkey, (h = this.httpDuration.labels(method, route)));
-    h.observe(seconds);
+    let byRoute = this.requests.get(method);
+    if (byRoute === undefined) this.requests.set(method, (byRoute = new Map()));
+    let byStatus = byRoute.get(route);
+    if (byStatus === undefined) byRoute.set(route, (byStatus = new Map()));
+    let r = byStatus.get(status);
+    if (r === undefined) byStatus.set(status, (r = { labels: { method, route, status: String(status) }, count: 0 }));
+    r.count++;
+    let dByRoute = this.durations.get(method);
+    if (dByRoute === undefined) this.durations.set(method, (dByRoute = new Map()));
+    let d = dByRoute.get(route);
+    if (d === undefined) dByRoute.set(route, (d = { labels: { method, route }, buckets: new Float64Array(HTTP_BUCKETS.length), sum: 0, count: 0 }));
+    d.count++;
+    d.sum += seconds;
+    for (let i = 0; i < HTTP_BUCKETS.length; i++) {
+      if (seconds <= HTTP_BUCKETS[i]) {
+        d.buckets[i]++;
+        break;
+      }
+    }
   }
 
   /** Run before each scrape (gauges that read state). */

@@ -10,6 +10,7 @@ import { WEBHOOK_SCENARIOS } from './webhooks.ts';
 import { FUNCTION_SCENARIOS } from './functions.ts';
 import { LIVE_SCENARIOS } from './live.ts';
 import { STORAGE_SCENARIOS } from './storage.ts';
+import { OPS_SCENARIOS } from './ops.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -262,6 +263,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
   ...FUNCTION_SCENARIOS,
   ...LIVE_SCENARIOS,
   ...STORAGE_SCENARIOS,
+  ...OPS_SCENARIOS,
 ];
 
 /**
@@ -269,4 +271,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'live-latency', 'broadcast-fanout', 'live-write-cost', 'storage-upload', 'storage-download'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'live-latency', 'broadcast-fanout', 'live-write-cost', 'storage-upload', 'storage-download', 'metrics-scrape', 'otel-idle'];
