@@ -237,8 +237,9 @@ export function buildHttp(config: RuntimeConfig, log: Logger, observers?: Reques
   const app: FastifyInstance = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     childLoggerFactory: (logger, bindings, opts) => lazyChildLogger(logger as Logger, bindings, opts) as FastifyBaseLogger,
-    // One line per request, written by the onResponse hook below (fastify's own two are off).
-    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
+    // One line per request, written by the onResponse hook below; fastify's own two (with the
+    // URL, its credentials redacted) only at debug and trace.
+    logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace', requestIdLogLabel: 'request_id' }),
     // X-Request-Id: the caller's when it is well formed, a new one otherwise.
     requestIdHeader: false,
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
