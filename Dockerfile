@@ -31,7 +31,7 @@ EXPOSE 8000
 VOLUME ["/data"]
 # Readiness: 200 once the service is up and its database answers.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8000)+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8000)+'/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # node runs as PID 1 with no npm or shell in between, so `docker stop` (SIGTERM) reaches the
 # service, which drains and exits 0. The flags are npm start's (test/core/container.test.ts).
 CMD ["node", "--min-semi-space-size=16", "--max-semi-space-size=32", "src/main.ts"]

@@ -28,6 +28,8 @@ const env = {
   SHADOW_DATABASE_URL: dbs.shadowUrl,
   ROOT_DATABASE_URL: dbs.rootUrl,
   MIGRATE_ON_START: 'false',
+  // Readable log lines for a developer's terminal, unless asked otherwise.
+  LOG_FORMAT: process.env.LOG_FORMAT ?? 'pretty',
 };
 process.stdout.write(`DATABASE_URL=${dbs.url}\nwatching ${config.migrationsDir}/current.sql\n`);
 // The service prints only fingerprints when DATABASE_URL is set, as it is here; the

@@ -8,7 +8,8 @@ import { readFileSync } from 'node:fs';
  */
 export function startFlags(): string[] {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } };
-  const words = pkg.scripts.start.split(/\s+/);
+  // `exec node …`: the shell npm starts becomes node, so a supervisor's SIGTERM to npm reaches the service.
+  const words = pkg.scripts.start.split(/\s+/).filter((w, i) => !(i === 0 && w === 'exec'));
   const flags: string[] = [];
   for (const w of words.slice(1)) {
     if (!w.startsWith('--')) break;

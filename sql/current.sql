@@ -1,1 +1,2 @@
--- Enter migration here
+--!include webhooks/deliveries.sql
+--!include webhooks/enqueue.sql

@@ -1,9 +1,12 @@
 /**
  * Boot: config → (embedded PostgreSQL) → migrations → HTTP + worker. Owns shutdown
- * (docs/operations.md): on SIGTERM/SIGINT stop accepting and drain, stop the worker, end the
- * pools, stop the embedded server, exit 0. The drain is bounded: SHUTDOWN_TIMEOUT_MS after
- * the signal, in-flight statements are cancelled and connections closed (one log line says
- * how many requests were cut); if closing still has not finished 5 s later, exit 1.
+ * (docs/operations.md): on SIGTERM/SIGINT `/ready` answers 503 at once, the listener goes on
+ * accepting for SHUTDOWN_GRACE_MS, then stops accepting and drains; then the worker stops
+ * (jobs in flight are handed back), the pools end, the embedded server stops, exit 0. The
+ * drain is bounded: SHUTDOWN_TIMEOUT_MS after the grace, requests still running get 503
+ * `service shutting down`, function calls are aborted, in-flight statements cancelled and
+ * connections closed (one log line says how many requests were cut); if closing still has
+ * not finished 5 s later, exit 1.
  */
 import { createHash } from 'node:crypto';
 import { portIsFree } from './core/ports.ts';
@@ -43,7 +46,7 @@ const embeddedModule = process.env.DATABASE_URL ? null : await import('./core/em
 const movedDataDir = embeddedModule?.rootDataDir(process.env) ?? null;
 if (movedDataDir) process.env.DATA_DIR = movedDataDir;
 const config = await loadOrExit();
-const log = createLogger(config.logLevel, { development: config.devMode });
+const log = createLogger(config.logLevel, { development: config.devMode, format: config.logFormat });
 
 let embedded: Embedded | null = null;
 let service: Service | null = null;
@@ -52,7 +55,12 @@ let stopping = false;
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
-  log.info({ signal }, 'shutting down');
+  // /ready turns 503 at once; the listener still accepts for SHUTDOWN_GRACE_MS, so that a
+  // load balancer notices before connections are refused.
+  service?.drain();
+  log.info({ signal, grace_ms: config.shutdownGraceMs }, 'shutting down: not ready; draining');
+  if (service && config.shutdownGraceMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownGraceMs));
+  // The deadline counts from the end of the grace.
   const deadline = setTimeout(() => void cut(), config.shutdownTimeoutMs);
   try {
     await service?.close();

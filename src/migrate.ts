@@ -21,7 +21,7 @@ try {
   }
   throw err;
 }
-const log = createLogger(config.logLevel);
+const log = createLogger(config.logLevel, { format: config.logFormat });
 let stop = async () => {};
 try {
   let url = config.databaseUrl;

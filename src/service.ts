@@ -10,9 +10,12 @@ import type { RuntimeConfig } from './core/config.ts';
 import { Credentials } from './core/credentials.ts';
 import type { Area, Deps } from './core/area.ts';
 import { Db } from './core/db.ts';
+import { createServer, type Server } from 'node:http';
 import { InstanceRegistry, instanceName } from './core/instances.ts';
-import { buildHttp, inFlightRequests } from './core/http.ts';
+import { buildHttp, inFlightRequests, cutRequests } from './core/http.ts';
 import type { Logger } from './core/log.ts';
+import { Metrics } from './core/metrics.ts';
+import { RequestLog } from './core/request-log.ts';
 import { startWorker, type Worker } from './worker/index.ts';
 import { healthArea } from './health/index.ts';
 import { devArea } from './dev/index.ts';
@@ -24,10 +27,11 @@ import { functionsArea } from './functions/index.ts';
 import { liveArea } from './live/index.ts';
 import { storageArea } from './storage/index.ts';
 import { siteArea } from './site/index.ts';
+import { opsArea } from './ops/index.ts';
 
 export type { Area, Deps };
 
-export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, schedulesArea, functionsArea, liveArea, storageArea, siteArea];
+export const AREAS: readonly Area[] = [healthArea, opsArea, devArea, authArea, restArea, webhooksArea, schedulesArea, functionsArea, liveArea, storageArea, siteArea];
 
 export interface ServiceOptions {
   databaseUrl: string;
@@ -46,10 +50,16 @@ export interface Service {
   deps: Deps;
   /** http://host:port the service listens on. */
   url: string;
+  /** http://host:port of the METRICS_PORT listener (null: none). */
+  metricsUrl: string | null;
+  /** The stop's first step: /ready answers 503 from now on; everything else goes on as before. */
+  drain(): void;
   close(): Promise<void>;
   /**
-   * The shutdown deadline passed: cancel the request statements in flight and close every
-   * connection, so `close()` can finish. Returns how many requests were cut.
+   * The shutdown deadline passed: requests still running are answered 503 `service shutting
+   * down`, function calls in flight are aborted, the request statements in flight are
+   * cancelled, and every connection is closed, so `close()` can finish. Returns how many
+   * requests were cut.
    */
   cut(): Promise<number>;
 }
@@ -69,13 +79,21 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     requestPassword: config.dbRequestPassword,
     secret: config.secret,
   });
-  const deps: Deps = { config, db, log, credentials: new Credentials(config) };
-  const app = buildHttp(config, log);
+  const metrics = new Metrics();
+  const requestLog = new RequestLog(config.requestLogSize);
+  const cut = new AbortController();
+  const lifecycle = { draining: false, cut: cut.signal };
+  const deps: Deps = { config, db, log, credentials: new Credentials(config), metrics, requestLog, lifecycle };
+  // OpenTelemetry is loaded only when configured: without it the request path pays nothing.
+  const tracing = config.otelEndpoint !== null ? await (await import('./core/tracing.ts')).startTracing(config, log) : null;
+  const app = buildHttp(config, log, { requestLog, metrics, trace: tracing?.requestTracer });
   let worker: Worker | null = null;
   let registry: InstanceRegistry | null = null;
+  let metricsServer: Server | null = null;
   try {
     for (const area of areas) await area.register(app, deps);
     await app.listen({ host: config.host, port: config.port });
+    if (config.metricsPort !== null) metricsServer = await listenMetrics(metrics, config.host, config.metricsPort);
     const tasks: TaskList = {};
     for (const a of areas) Object.assign(tasks, a.tasks?.(deps));
     if (opts.worker !== false) {
@@ -83,6 +101,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
         databaseUrl: directUrl,
         tasks,
         log,
+        metrics,
         concurrency: opts.workerConcurrency,
         maxPoolSize: opts.workerPoolSize,
         listener: db.listener,
@@ -100,34 +119,66 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     await registry.start();
   } catch (err) {
     await app.close().catch(() => {});
+    metricsServer?.close();
+    await tracing?.shutdown().catch(() => {});
     await db.end().catch(() => {});
     throw err;
   }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+  const metricsAddress = metricsServer?.address();
   let closing: Promise<void> | null = null;
   return {
     app,
     db,
     deps,
     url: `http://${host}:${port}`,
+    metricsUrl: typeof metricsAddress === 'object' && metricsAddress ? `http://${host}:${metricsAddress.port}` : null,
+    drain() {
+      lifecycle.draining = true;
+    },
     close() {
       // Order (docs/architecture.md): stop listening and drain, stop the worker, end the pools.
       closing ??= (async () => {
+        lifecycle.draining = true;
         await app.close();
         for (const area of areas) await area.close?.();
         await worker?.stop();
         await registry?.stop();
+        metricsServer?.close();
+        metricsServer?.closeAllConnections();
+        await tracing?.shutdown().catch(() => {});
         await db.end();
       })();
       return closing;
     },
     async cut() {
       const requests = inFlightRequests(app);
-      app.server.closeAllConnections();
+      cutRequests(app);
+      cut.abort();
       await db.cancelAll().catch(() => 0);
+      // The 503s are written; a connection still open a moment later is closed.
+      setTimeout(() => app.server.closeAllConnections(), 500).unref();
       return requests;
     },
   };
+}
+
+/** METRICS_PORT: GET /metrics without credentials, on a listener of its own (bound to HOST). */
+function listenMetrics(metrics: Metrics, host: string, port: number): Promise<Server> {
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'application/json; charset=utf-8' }).end('{"error":"not found"}');
+      return;
+    }
+    metrics.scrape().then(
+      (m) => res.writeHead(200, { 'content-type': m.contentType }).end(m.body),
+      () => res.writeHead(500, { 'content-type': 'application/json; charset=utf-8' }).end('{"error":"internal error"}'),
+    );
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve(server));
+  });
 }

@@ -10,12 +10,25 @@ import type { RuntimeConfig } from './config.ts';
 import type { Credentials } from './credentials.ts';
 import type { Db } from './db.ts';
 import type { Logger } from './log.ts';
+import type { Metrics } from './metrics.ts';
+import type { RequestLog } from './request-log.ts';
+
+/** Where this service instance is in its stop. */
+export interface Lifecycle {
+  /** true from the stop's first moment (SIGTERM): /ready answers 503. */
+  readonly draining: boolean;
+  /** Aborted at the shutdown deadline: calls still in flight (edge functions) stop, and their callers get 503. */
+  readonly cut: AbortSignal;
+}
 
 export interface Deps {
   config: RuntimeConfig;
   db: Db;
   log: Logger;
   credentials: Credentials;
+  metrics: Metrics;
+  requestLog: RequestLog;
+  lifecycle: Lifecycle;
 }
 
 export interface Area {

@@ -141,6 +141,18 @@ export interface Config {
   /** SIGTERM/SIGINT: after this long in-flight statements are cancelled and the process exits. */
   shutdownTimeoutMs: number;
   logLevel: string;
+  /** LOG_FORMAT: `json` lines (production), or `pretty` through pino-pretty (development). */
+  logFormat: 'json' | 'pretty';
+  /** SHUTDOWN_GRACE_MS: after SIGTERM, /ready answers 503 while new connections are still accepted this long. */
+  shutdownGraceMs: number;
+  /** REQUEST_LOG_SIZE: requests kept in memory for GET /api/requests (0: none). */
+  requestLogSize: number;
+  /** METRICS_PORT: a second listener on HOST serving /metrics without credentials (null: none). */
+  metricsPort: number | null;
+  /** OTEL_EXPORTER_OTLP_ENDPOINT: traces exported over OTLP/HTTP (null: OpenTelemetry is not loaded). */
+  otelEndpoint: string | null;
+  /** OTEL_SERVICE_NAME: the traces' service.name. */
+  otelServiceName: string;
   shadowDatabaseUrl: string | null;
   rootDatabaseUrl: string | null;
   /** DB_REQUEST_PASSWORD: the request login roles' password, managed by a DBA; null = derived from JWT_SECRET and set by the migrations step. */
@@ -269,6 +281,12 @@ function origin(value: string, name: string): string {
     throw new ConfigError(name, `has an invalid origin "${value}" (expected scheme://host[:port])`);
   }
   return u.origin;
+}
+
+function logFormat(env: Env): 'json' | 'pretty' {
+  const v = str(env, 'LOG_FORMAT') ?? 'json';
+  if (v !== 'json' && v !== 'pretty') throw new ConfigError('LOG_FORMAT', 'must be json or pretty');
+  return v;
 }
 
 function oauthProviders(env: Env): Partial<Record<OAuthProviderName, OAuthProviderConfig>> {
@@ -544,6 +562,12 @@ export function parseConfig(env: Env = process.env): Config {
     maxJsonDepth: int(env, 'MAX_JSON_DEPTH', 128, 1, 1000),
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10000, 0),
     logLevel,
+    logFormat: logFormat(env),
+    shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 5000, 0),
+    requestLogSize: int(env, 'REQUEST_LOG_SIZE', 1000, 0, 1_000_000),
+    metricsPort: str(env, 'METRICS_PORT') === undefined ? null : int(env, 'METRICS_PORT', 0, 0, 65535),
+    otelEndpoint: url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')?.replace(/\/$/, '') ?? null,
+    otelServiceName: str(env, 'OTEL_SERVICE_NAME') ?? 'plinth',
     shadowDatabaseUrl: url(env, 'SHADOW_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
     rootDatabaseUrl: url(env, 'ROOT_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,
     dbRequestPassword: str(env, 'DB_REQUEST_PASSWORD') ?? null,

@@ -11,7 +11,7 @@
  *
  * Verified tokens are cached (bounded) so the hot path verifies each token once.
  */
-import { setRequestRole } from './request-role.ts';
+import { setRequestCaller } from './request-role.ts';
 import { jwtVerify, errors as joseErrors } from 'jose';
 import type { FastifyRequest } from 'fastify';
 import type { RuntimeConfig } from './config.ts';
@@ -119,19 +119,14 @@ export class Credentials {
     return this.#fromHeaders(headers);
   }
 
-  /** REST, RPC, batch, storage and functions: a credential, or anon in development mode. */
+  /**
+   * REST, RPC, batch, storage and functions: a credential, or anon in development mode,
+   * carrying the request's id (for SQL's `request.id`).
+   */
   api(req: FastifyRequest): Credential | Promise<Credential> {
     const cred = this.#fromHeaders(req.headers);
-    if (cred instanceof Promise) {
-      return cred.then((c) => {
-        const r = this.#orAnonymous(c);
-        setRequestRole(req.raw, r.role);
-        return r;
-      });
-    }
-    const r = this.#orAnonymous(cred);
-    setRequestRole(req.raw, r.role);
-    return r;
+    if (cred instanceof Promise) return cred.then((c) => forRequest(req, this.#orAnonymous(c)));
+    return forRequest(req, this.#orAnonymous(cred));
   }
 
   #orAnonymous(cred: Credential | null): Credential {
@@ -144,6 +139,7 @@ export class Credentials {
   async user(req: FastifyRequest): Promise<Credential & { userId: string }> {
     const cred = await this.fromHeaders(req.headers);
     if (cred === null || cred.userId === null) throw ERRORS.invalidToken();
+    setRequestCaller(req.raw, cred);
     return cred as Credential & { userId: string };
   }
 
@@ -159,6 +155,7 @@ export class Credentials {
     return async (req) => {
       const cred = await this.fromHeaders(req.headers);
       if (cred === null) throw ERRORS.missingCredentials();
+      setRequestCaller(req.raw, cred);
       if (cred.role !== role) throw ERRORS.serviceRoleRequired();
       gated.set(req, cred);
     };
@@ -173,6 +170,12 @@ export function gatedCredential(req: FastifyRequest): Credential {
   const cred = gated.get(req);
   if (cred === undefined) throw new Error('gatedCredential: the route has no requireRole hook');
   return cred;
+}
+
+/** The credential of one request: the shared (cached) one, with this request's id. */
+function forRequest(req: FastifyRequest, c: Credential): Credential {
+  setRequestCaller(req.raw, c);
+  return { role: c.role, claims: c.claims, claimsObject: c.claimsObject, token: c.token, userId: c.userId, exp: c.exp, requestId: req.id };
 }
 
 /** apikey is honoured only for the anon and service-role keys (docs/api/overview.md). */

@@ -17,6 +17,7 @@
 import { hkdfSync, randomBytes, randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
+import { hooks as spanHooks } from './spans.ts';
 import { CLAIMS_SQL } from './lane/client.ts';
 import { ConnectionBudget } from './lane/budget.ts';
 import { budgetedPool, CONNECT_TIMEOUT_S, RoleLanes, reconnectBackoff, type Sql } from './lane/lanes.ts';
@@ -34,6 +35,8 @@ export interface RequestContext {
   claims: string;
   /** The same claims, parsed. */
   claimsObject: Readonly<Record<string, unknown>>;
+  /** The request's id (X-Request-Id): SQL reads it as `current_setting('request.id', true)`. */
+  requestId?: string;
 }
 
 /** The channel every cache listens on; the payload names the cache (`rest`, `functions`, `live`, `roles` …). */
@@ -223,9 +226,15 @@ export class Db {
     const lanes = this.lanesFor(ctx.role);
     let timeout = this.timeoutFor(ctx.role);
     if (typeof timeout === 'object' && timeout !== null) timeout = await timeout;
+    const span = spanHooks?.child(ctx.requestId, 'db', { 'db.system.name': 'postgresql', 'db.user': ctx.role }) ?? null;
     const lane = lanes.acquire() ?? (await lanes.wait());
     try {
-      return await lanes.run<R>(lane, ctx.claims, timeout, work(laneSql));
+      const rows = await lanes.run<R>(lane, ctx.claims, timeout, work(laneSql), ctx.requestId ?? null);
+      span?.end();
+      return rows;
+    } catch (err) {
+      span?.end(err);
+      throw err;
     } finally {
       lanes.release(lane);
     }
@@ -243,7 +252,7 @@ export class Db {
     if (typeof timeout === 'object' && timeout !== null) timeout = await timeout;
     const c = await lanes.txn.reserve();
     try {
-      const setup = Promise.all([c`begin`.execute(), c.unsafe(CLAIMS_SQL, [ctx.claims, timeout], { prepare: true }).execute()]);
+      const setup = Promise.all([c`begin`.execute(), c.unsafe(CLAIMS_SQL, [ctx.claims, timeout, ctx.requestId ?? null], { prepare: true }).execute()]);
       const work = fn(c);
       let result: T;
       try {
@@ -260,6 +269,11 @@ export class Db {
     } finally {
       c.release();
     }
+  }
+
+  /** For the metrics: the request lanes of each API role that has had a request. */
+  laneStats(): Array<{ role: string; open: number; inUse: number; waiting: number }> {
+    return [...this.roles].map(([role, lanes]) => ({ role, ...lanes.stats() }));
   }
 
   /**

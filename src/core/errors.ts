@@ -36,7 +36,7 @@ export const ERRORS = {
   permissionDenied: (cause?: unknown) => new AppError(403, 'permission denied', { cause }),
   databaseUnavailable: (cause?: unknown) => new AppError(503, 'database unavailable', { cause }),
   databaseBusy: (cause?: unknown) => new AppError(503, 'database busy', { cause }),
-  shuttingDown: () => new AppError(503, 'service unavailable'),
+  shuttingDown: () => new AppError(503, 'service shutting down'),
   internal: (cause?: unknown) => new AppError(500, 'internal error', { cause }),
   internalDatabase: (cause?: unknown) => new AppError(500, 'internal database error', { cause }),
 } as const;

@@ -10,7 +10,10 @@ import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyError, type FastifyBaseLogger } from 'fastify';
 import type { RuntimeConfig, TrustProxy } from './config.ts';
 import { lazyChildLogger, type Logger } from './log.ts';
-import { requestRole } from './request-role.ts';
+import { requestRole, requestUserId } from './request-role.ts';
+import { requestIdFrom, type RequestLog } from './request-log.ts';
+import type { Metrics } from './metrics.ts';
+import { randomUUID } from 'node:crypto';
 import { originsFor } from './origins.ts';
 import { AppError, ERRORS, isBusyError, isConnectionError, pgErrorToAppError } from './errors.ts';
 
@@ -154,6 +157,25 @@ function* answering(sockets: Set<HttpSocket>): Generator<ServerResponse> {
   }
 }
 
+/**
+ * The shutdown deadline: every request still being answered whose answer has not begun gets
+ * 503 `service shutting down` (`Connection: close`); one whose answer is streaming is cut.
+ */
+export function cutRequests(app: FastifyInstance): void {
+  const state = inFlight.get(app);
+  if (!state) return;
+  const body = JSON.stringify({ error: ERRORS.shuttingDown().publicMessage });
+  for (const res of [...answering(state.sockets)]) {
+    if (res.headersSent) {
+      res.destroy();
+      continue;
+    }
+    for (const name of res.getHeaderNames()) if (name !== 'x-request-id' && name !== 'strict-transport-security' && !name.startsWith('access-control-') && name !== 'vary') res.removeHeader(name);
+    res.writeHead(503, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+  }
+}
+
 export function inFlightRequests(app: FastifyInstance): number {
   const state = inFlight.get(app);
   return state ? [...answering(state.sockets)].length : 0;
@@ -180,7 +202,6 @@ function clientErrorHandler(log: Logger, hsts: boolean): (err: NodeJS.ErrnoExcep
       return;
     }
     const [status, message] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'invalid request'];
-    log.info({ status, code: err.code }, message);
     // As Node: reply only when no response of this socket has begun.
     const current = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (!socket.writable || (current && current.headersSent)) {
@@ -188,12 +209,14 @@ function clientErrorHandler(log: Logger, hsts: boolean): (err: NodeJS.ErrnoExcep
       return;
     }
     const body = JSON.stringify({ error: message });
+    const id = randomUUID();
+    log.info({ request_id: id, status, code: err.code }, message);
     socket.removeAllListeners('data');
     socket.on('data', () => {});
     socket.on('error', () => {});
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n${hsts ? `Strict-Transport-Security: ${HSTS}\r\n` : ''}Connection: close\r\n\r\n${body}`,
+        `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${id}\r\n${hsts ? `Strict-Transport-Security: ${HSTS}\r\n` : ''}Connection: close\r\n\r\n${body}`,
     );
     setTimeout(() => socket.destroy(), 2000).unref();
   };
@@ -211,15 +234,33 @@ declare module 'fastify' {
   }
 }
 
-export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
+/** What the HTTP shell records of every request: its line in the log, the ring, the metrics, the trace. */
+export interface RequestObservers {
+  requestLog: RequestLog;
+  metrics: Metrics;
+  /** Ends the request's trace (OpenTelemetry, when configured): set by the tracing module. */
+  trace?: RequestTracer;
+}
+
+/** The request tracing hooks OpenTelemetry installs (src/core/tracing.ts); absent, nothing is traced. */
+export interface RequestTracer {
+  start(req: FastifyRequest): void;
+  end(req: FastifyRequest, status: number, route: string): void;
+}
+
+export function buildHttp(config: RuntimeConfig, log: Logger, observers?: RequestObservers): FastifyInstance {
   const hsts = new URL(config.apiExternalUrl).protocol === 'https:';
   // Typed as fastify's logger so that the instance is FastifyInstance's default (not one generic over pino's).
   const loggerInstance: FastifyBaseLogger = log;
   const app: FastifyInstance = Fastify({
     loggerInstance,
     childLoggerFactory: (logger, bindings, opts) => lazyChildLogger(logger as Logger, bindings, opts) as FastifyBaseLogger,
-    // Per-request log lines only at debug and trace: at info they cost a measurable share of throughput.
-    logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
+    // One line per request, written by the onResponse hook below; fastify's own two (with the
+    // URL, its credentials redacted) only at debug and trace.
+    logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace', requestIdLogLabel: 'request_id' }),
+    // X-Request-Id: the caller's when it is well formed, a new one otherwise.
+    requestIdHeader: false,
+    genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
     bodyLimit: config.maxBodyBytes,
     trustProxy: fastifyTrustProxy(config.trustProxy),
     // Requests that arrive while closing get plinth's 503 (onRequest below); fastify adds
@@ -273,6 +314,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   const origins = originsFor(config);
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (req, reply, next) => {
+    reply.header('X-Request-Id', req.id);
     if (hsts) reply.header('Strict-Transport-Security', HSTS);
     // Shutting down: requests still arriving on kept-alive connections are refused.
     if (state.closing) {
@@ -300,14 +342,58 @@ export function buildHttp(config: RuntimeConfig, log: Logger): FastifyInstance {
   });
 
   app.setErrorHandler((err, req, reply) => {
+    // Answered already (the shutdown deadline gave it its 503): nothing more to send.
+    if (reply.raw.writableEnded) return reply;
     const appErr = toAppError(err);
+    if (observers && (appErr.cause as { code?: unknown } | undefined)?.code === '57014') observers.metrics.dbStatementTimeouts.inc();
     logError(req, reply, appErr, err, state.closing);
     return sendError(reply, appErr);
   });
 
   app.setNotFoundHandler((_req, reply) => sendError(reply, ERRORS.notFound()));
 
+  if (observers) observeRequests(app, log, config, observers);
+
   return app;
+}
+
+/**
+ * Each answered request: one info line (request id, method, route, status, duration, role,
+ * user id; never a credential, and no query string), one entry of the request ring, the
+ * HTTP metrics, and the end of its trace.
+ */
+function observeRequests(app: FastifyInstance, log: Logger, config: RuntimeConfig, o: RequestObservers): void {
+  const debug = config.logLevel === 'debug' || config.logLevel === 'trace';
+  const { trace } = o;
+  if (trace) app.addHook('onRequest', (req, _reply, next) => {
+    trace.start(req);
+    next();
+  });
+  app.addHook('onResponse', (req, reply, next) => {
+    const route = req.routeOptions.url ?? null;
+    const status = reply.statusCode;
+    const ms = reply.elapsedTime;
+    const raw = req.raw;
+    const url = raw.url ?? '';
+    const q = url.indexOf('?');
+    const entry = {
+      id: req.id,
+      time: new Date().toISOString(),
+      method: req.method,
+      route,
+      path: q < 0 ? url : url.slice(0, q),
+      status,
+      duration_ms: Math.round(ms * 1000) / 1000,
+      role: requestRole(raw) ?? null,
+      user_id: requestUserId(raw),
+    };
+    o.requestLog.add(entry);
+    o.metrics.request(req.method, route ?? '(unmatched)', status, ms / 1000);
+    trace?.end(req, status, route ?? '(unmatched)');
+    if (debug) log.info({ request_id: entry.id, method: entry.method, route, path: entry.path, status, duration_ms: entry.duration_ms, role: entry.role, user_id: entry.user_id }, 'request');
+    else log.info({ request_id: entry.id, method: entry.method, route, status, duration_ms: entry.duration_ms, role: entry.role, user_id: entry.user_id }, 'request');
+    next();
+  });
 }
 
 /** A page served by the API itself (same scheme-less host): no CORS needed, nothing to log. */

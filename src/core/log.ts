@@ -11,6 +11,7 @@
  *   line, message included, loses its value. In development mode (no JWT_SECRET) the mail
  *   log is how a developer without SMTP reads their links, so the backstop is off there.
  */
+import { createRequire } from 'node:module';
 import { pino } from 'pino';
 
 export type Logger = pino.Logger;
@@ -20,6 +21,14 @@ export interface LoggerOptions {
   development?: boolean;
   /** Where lines go (default stdout). */
   destination?: pino.DestinationStream;
+  /** LOG_FORMAT: `pretty` writes readable lines through pino-pretty (loaded only then). Default `json`. */
+  format?: 'json' | 'pretty';
+}
+
+/** pino-pretty, in process and synchronous (so the last lines before an exit are written), loaded only when asked for. */
+function prettyStream(): pino.DestinationStream {
+  const pretty = createRequire(import.meta.url)('pino-pretty') as (opts: Record<string, unknown>) => pino.DestinationStream;
+  return pretty({ sync: true, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
 }
 
 const CENSOR = '[redacted]';
@@ -96,7 +105,8 @@ export function createLogger(level: string, opts: LoggerOptions = {}): Logger {
     },
     ...(backstop ? { hooks: { streamWrite: redactText } } : {}),
   };
-  return opts.destination ? pino(options, opts.destination) : pino(options);
+  const destination = opts.destination ?? (opts.format === 'pretty' ? prettyStream() : undefined);
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /**

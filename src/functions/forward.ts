@@ -19,7 +19,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, errors as undiciErrors, request } from 'undici';
-import { AppError } from '../core/errors.ts';
+import { AppError, ERRORS } from '../core/errors.ts';
 import { forwardedFor } from '../core/http.ts';
 
 export const FUNCTION_ERRORS = {
@@ -59,6 +59,8 @@ export interface ForwardTarget {
   secret: string | null;
   /** Request headers not to forward (lower case): credentials that did not verify. */
   drop: ReadonlySet<string>;
+  /** Aborted at the shutdown deadline: the call stops and its caller gets 503. */
+  signal?: AbortSignal;
 }
 
 export interface Forwarder {
@@ -74,6 +76,7 @@ function requestHeaders(req: FastifyRequest, target: ForwardTarget): Record<stri
     if (v !== undefined && !HOP_BY_HOP.has(k) && !k.startsWith(INTERNAL_PREFIX) && !target.drop.has(k)) out[k] = v;
   }
   out[FUNCTION_HEADER] = target.name;
+  out['x-request-id'] = req.id;
   if (target.secret !== null) out[SECRET_HEADER] = target.secret;
   // The client as TRUST_PROXY resolved it, then the trusted hops: not what the client wrote.
   const xff = forwardedFor(req);
@@ -107,8 +110,10 @@ export function createForwarder(timeoutMs: number): Forwarder {
           method: req.method as 'GET',
           headers: requestHeaders(req, target),
           body: hasBody(req) ? req.raw : null,
+          signal: target.signal,
         });
       } catch (err) {
+        if (target.signal?.aborted) throw ERRORS.shuttingDown();
         throw isTimeout(err) ? FUNCTION_ERRORS.timedOut(err) : FUNCTION_ERRORS.unavailable(err);
       }
       // The answer goes straight to the socket (not through fastify's send pipeline); the

@@ -32,6 +32,7 @@ import type { RuntimeConfig } from '../core/config.ts';
 import type { RequestContext } from '../core/db.ts';
 import { ERRORS, pgErrorToAppError } from '../core/errors.ts';
 import { ownUrl, sendJsonText } from '../core/http.ts';
+import { hooks as spanHooks } from '../core/spans.ts';
 import { execute } from '../rest/execute.ts';
 import { FunctionCache, type FunctionEntry } from './catalog.ts';
 import { FUNCTION_ERRORS, createForwarder } from './forward.ts';
@@ -113,7 +114,7 @@ function listeningPorts(app: FastifyInstance): number[] {
 }
 
 function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState, database: readonly Target[]): void {
-  const { db, credentials, config, log } = deps;
+  const { db, credentials, config, log, metrics, lifecycle } = deps;
   const forwarder = createForwarder(config.functionsTimeoutMs);
   app.addHook('onClose', () => forwarder.close());
 
@@ -211,7 +212,23 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     req.headers[CALLER_HEADER] = (await callerOf(req, entry)).claims;
     const drop = await unverified(req);
     const { base, secret } = await runtimeOf(name);
-    return forwarder.forward(req, reply, { base, path, name: encodeSegment(name), secret, drop });
+    // Counted for functions of the catalog only: the label's values stay bounded.
+    metrics.functionInvocations.labels(name).inc();
+    const span = spanHooks?.child(req.id, `function ${name}`, { 'faas.invoked_name': name }) ?? null;
+    const t0 = performance.now();
+    try {
+      const out = await forwarder.forward(req, reply, { base, path, name: encodeSegment(name), secret, drop, signal: lifecycle.cut });
+      if (reply.raw.statusCode >= 500) metrics.functionErrors.labels(name).inc();
+      span?.end();
+      return out;
+    } catch (err) {
+      metrics.functionErrors.labels(name).inc();
+      if ((err as { status?: unknown }).status === 504) metrics.functionTimeouts.labels(name).inc();
+      span?.end(err);
+      throw err;
+    } finally {
+      metrics.functionDuration.labels(name).observe((performance.now() - t0) / 1000);
+    }
   };
 
   const serviceRoleGate = credentials.requireRole('service_role');

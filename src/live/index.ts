@@ -122,6 +122,10 @@ export class LiveService {
     this.instanceId = deps.db.instanceId;
     this.hub = new Hub(deps.config.wsMaxConnections, deps.config.wsMaxConnectionsPerIp);
     this.bcChannel = `${deps.config.liveChannel.slice(0, 60)}_bc`;
+    deps.metrics.onCollect(() => {
+      deps.metrics.liveSockets.set(this.hub.all().length);
+      deps.metrics.liveSubscriptions.set(this.hub.channels.size);
+    });
   }
 
   get sql() {
@@ -186,6 +190,7 @@ export class LiveService {
   }
 
   private onDelta(payload: string): void {
+    this.deps.metrics.liveNotifies.inc();
     let msg: { type?: unknown; query_id?: unknown };
     try {
       msg = JSON.parse(payload);
@@ -201,6 +206,7 @@ export class LiveService {
   }
 
   private onEvent(payload: string): void {
+    this.deps.metrics.liveNotifies.inc();
     let ev: { channel?: unknown; msg?: unknown };
     try {
       ev = JSON.parse(payload);
@@ -208,6 +214,7 @@ export class LiveService {
       return;
     }
     if (typeof ev.channel !== 'string' || !this.hub.channels.has(ev.channel)) return;
+    this.deps.metrics.liveBroadcasts.inc(this.hub.channels.get(ev.channel)!.size);
     this.hub.fanout(ev.channel, JSON.stringify(ev.msg));
   }
 
@@ -430,7 +437,7 @@ export class LiveService {
     });
   }
 
-  /** Shutdown, first step (before the HTTP server closes): every socket gets 1001. */
+  /** Shutdown, first step (before the HTTP server closes): every socket gets 1012 (service restart: reconnect, elsewhere). */
   async closeSockets(): Promise<void> {
     const clients = this.hub.all();
     if (clients.length === 0) return;
@@ -443,7 +450,7 @@ export class LiveService {
         if (c.ws.readyState === c.ws.CLOSED) done();
         else {
           c.ws.once('close', done);
-          c.ws.close(1001, 'server shutting down');
+          c.ws.close(1012, 'service restart');
         }
       }
       setTimeout(() => {
@@ -467,7 +474,7 @@ export class LiveService {
 /**
  * Area objects are shared by every service in a process (tests run two instances side by
  * side), so each app gets its own LiveService, decorated as `app.live`, and closes it in its
- * own hooks: preClose sends 1001 to every socket, onClose stops the heartbeat, removes this
+ * own hooks: preClose sends 1012 to every socket, onClose stops the heartbeat, removes this
  * instance's presence (announcing presence_leave) and stops listening.
  */
 export const liveArea: Area = {

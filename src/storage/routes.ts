@@ -247,7 +247,9 @@ function etagMatches(header: string | undefined, etag: string): boolean {
 }
 
 export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend: Backend, images: ImageCache): void {
-  const { db, credentials, log } = deps;
+  const { db, credentials, log, metrics, config } = deps;
+  const uploaded = metrics.storageBytes.labels('upload', config.storageBackend);
+  const downloaded = metrics.storageBytes.labels('download', config.storageBackend);
   const signer = new Signer(deps.config.secret);
   const json = (req: FastifyRequest) => jsonBody(req, deps.config.maxBodyBytes);
 
@@ -408,7 +410,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       const source = /^multipart\/form-data\b/i.test(contentType) ? await multipartSource(req) : rawSource(req);
       const mimeType = pickMimeType(source.mimeType, name);
       const put: { pending: PendingPut | null } = { pending: null };
-      let out: { id: string; replaced: string | null };
+      let out: { id: string; replaced: string | null; size: number };
       try {
         out = await db.transactionWithContext(o.ctx, async (tx) => {
           if (o.claim && !(await sdb.claimUploadToken(tx, o.claim.jti, o.claim.expiresAt))) throw SIGN_ERRORS.used();
@@ -424,7 +426,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
           }
           const size = m.size();
           if ((await sdb.finishUpload(tx, id, size, id.replaceAll('-', ''), source.cacheControl)) === 'too_large') throw STORAGE_ERRORS.tooLarge();
-          return { id, replaced: r.replaced };
+          return { id, replaced: r.replaced, size };
         });
       } catch (err) {
         await put.pending?.abort().catch((e: unknown) => log.error({ err: e }, 'storage: could not remove the bytes of a failed upload'));
@@ -435,6 +437,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       }
       await committed(put.pending!, out.id);
       if (out.replaced !== null) void removeBytes({ bucket, name, id: out.replaced }, 'replaced');
+      uploaded.inc(out.size);
       return { id: out.id, key: `${bucket}/${name}` };
     };
 
@@ -550,6 +553,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
         reply.removeHeader('content-length');
         throw STORAGE_ERRORS.objectNotFound();
       }
+      reply.raw.once('finish', () => downloaded.inc(length));
       return reply.send(stream);
     };
 

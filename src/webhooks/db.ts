@@ -94,13 +94,15 @@ export interface AttemptRecord {
   attemptedAt: Date;
   /** The bytes sent, for the next attempt; null after a 2xx. */
   body: string | null;
+  /** The id of the request whose change caused the delivery (null: none). */
+  requestId: string | null;
 }
 
 export async function recordAttempt(sql: Sql, a: AttemptRecord): Promise<RecordAttemptStatus> {
   const [r] = await sql<{ status: RecordAttemptStatus }[]>`
     select webhooks_private.record_attempt(${a.webhookId}::uuid, ${a.deliveryId}::uuid, ${a.attempt}::int, ${a.event}::text,
       ${a.table}::text, ${a.createdAt}::timestamptz, ${a.statusCode}::int, ${a.error}::text, ${a.durationMs}::int,
-      ${a.attemptedAt}::timestamptz, ${a.body}::text) as status`;
+      ${a.attemptedAt}::timestamptz, ${a.body}::text, ${a.requestId}::text) as status`;
   return r.status;
 }
 
@@ -116,9 +118,9 @@ export async function schedulePurge(sql: Sql, delaySeconds: number): Promise<voi
 }
 
 /** Give an attempt back unrecorded (this instance is stopping): the same job again, after `delayMs`. */
-export async function requeueAttempt(sql: Sql, a: Pick<AttemptRecord, 'webhookId' | 'deliveryId' | 'attempt' | 'event' | 'table' | 'createdAt'> & { body: string }, delayMs: number): Promise<void> {
+export async function requeueAttempt(sql: Sql, a: Pick<AttemptRecord, 'webhookId' | 'deliveryId' | 'attempt' | 'event' | 'table' | 'createdAt' | 'requestId'> & { body: string }, delayMs: number): Promise<void> {
   await sql`select webhooks_private.requeue_attempt(${a.webhookId}::uuid, ${a.deliveryId}::uuid, ${a.attempt}::int, ${a.event}::text,
-    ${a.table}::text, ${a.createdAt}::timestamptz, ${a.body}::text, ${delayMs}::int)`;
+    ${a.table}::text, ${a.createdAt}::timestamptz, ${a.body}::text, ${delayMs}::int, ${a.requestId}::text)`;
 }
 
 export interface DeliveryTarget {

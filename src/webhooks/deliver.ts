@@ -25,6 +25,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
+import { hooks as spanHooks } from '../core/spans.ts';
 import { Reloading } from '../core/reloading.ts';
 import { beginAttempt, deliveryTargets, recordAttempt, requeueAttempt, type BeginAttempt } from './db.ts';
 
@@ -46,6 +47,8 @@ export interface DeliverPayload {
   c: string;
   /** the request body, as sent */
   b: string;
+  /** the id of the request that made the change (absent or null: none) */
+  r?: string | null;
 }
 
 function isPayload(p: unknown): p is DeliverPayload {
@@ -157,7 +160,7 @@ class Targets {
 }
 
 export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
-  const { db, log, config } = deps;
+  const { db, log, config, metrics } = deps;
   const targets = new Targets(deps);
   return async (payload, helpers) => {
     if (!isPayload(payload)) {
@@ -165,8 +168,9 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
       return;
     }
     const p = payload;
+    const requestId = typeof p.r === 'string' ? p.r : null;
     const giveBack = (delayMs: number) =>
-      requeueAttempt(db.sql, { webhookId: p.w, deliveryId: p.d, attempt: p.n, event: p.e, table: p.t, createdAt: p.c, body: p.b }, delayMs);
+      requeueAttempt(db.sql, { webhookId: p.w, deliveryId: p.d, attempt: p.n, event: p.e, table: p.t, createdAt: p.c, body: p.b, requestId: requestId }, delayMs);
     if (stopping.aborted) return giveBack(250);
     const target = await targets.get(p.w, p.d, p.n);
     switch (target.status) {
@@ -190,8 +194,14 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
     if (target.secret) headers['x-webhook-signature'] = signature(target.secret, body);
     const attemptedAt = new Date();
     const t0 = performance.now();
+    const span = spanHooks?.root('webhook delivery', { 'plinth.delivery_id': p.d, 'plinth.attempt': p.n, 'plinth.request_id': requestId ?? '' }) ?? null;
     const out = await post(target.url!, body, headers, config.webhookTimeoutMs, AbortSignal.any([stopping, helpers.abortSignal]));
     const durationMs = Math.round(performance.now() - t0);
+    span?.end(out.error ?? undefined);
+    const outcome = out.interrupted ? 'interrupted' : out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300 ? 'success' : 'failure';
+    metrics.webhookAttempts.labels(outcome).inc();
+    if (outcome === 'success') metrics.webhookLatency.observe(Math.max(0, (Date.now() - Date.parse(p.c)) / 1000));
+    log.info({ request_id: requestId, delivery: p.d, attempt: p.n, outcome, status: out.statusCode, duration_ms: durationMs }, 'webhook delivery attempt');
     if (out.interrupted) {
       log.info({ delivery: p.d, attempt: p.n }, 'webhooks__deliver: stopping mid-attempt; the attempt is given back');
       return giveBack(0);
@@ -209,6 +219,7 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
       durationMs,
       attemptedAt,
       body: ok ? null : p.b,
+      requestId,
     });
     if (status === 'failed') log.warn({ delivery: p.d, webhook: p.w, error: out.error, status: out.statusCode }, 'webhook delivery failed after 3 attempts');
   };

@@ -8,6 +8,7 @@ import { EventEmitter } from 'node:events';
 import { run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
 import type { Listener } from '../core/listener.ts';
 import type { Logger } from '../core/log.ts';
+import type { Metrics } from '../core/metrics.ts';
 import { workerLogger } from '../core/migrate.ts';
 
 export interface WorkerOptions {
@@ -17,6 +18,8 @@ export interface WorkerOptions {
   concurrency?: number;
   /** Connections for the worker's statements (default 1); its LISTEN is on `listener`'s. */
   maxPoolSize?: number;
+  /** Jobs running, completed and failed are counted here; queued jobs are counted from the table, at most every 10 s. */
+  metrics?: Metrics;
   /** The instance's listener: graphile-worker's LISTEN (`jobs:insert`) shares its connection. */
   listener: Listener;
 }
@@ -47,6 +50,9 @@ class SharedListenPool extends pg.Pool {
     );
   }
 }
+
+/** The queued-jobs count is refreshed at most this often (it reads graphile-worker's table). */
+const QUEUED_REFRESH_MS = 10_000;
 
 export interface Worker {
   stop(): Promise<void>;
@@ -95,6 +101,28 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
     throw err;
   }
   runner.promise.catch((err: unknown) => opts.log.error({ err }, 'worker stopped'));
+  const metrics = opts.metrics;
+  if (metrics) {
+    let running = 0;
+    metrics.jobs.set({ state: 'running' }, 0);
+    runner.events.on('job:start', () => metrics.jobs.set({ state: 'running' }, ++running));
+    runner.events.on('job:complete', () => metrics.jobs.set({ state: 'running' }, --running));
+    runner.events.on('job:success', () => metrics.jobsCompleted.inc());
+    runner.events.on('job:error', () => metrics.jobsFailed.inc());
+    // A scrape reports the last count and, when it is older than 10 s, starts the next one.
+    let countedAt = 0;
+    let counting = false;
+    metrics.onCollect(() => {
+      if (counting || Date.now() - countedAt < QUEUED_REFRESH_MS) return;
+      counting = true;
+      countedAt = Date.now();
+      pool
+        .query<{ n: number }>('select count(*)::int as n from graphile_worker.jobs where locked_at is null')
+        .then((r) => metrics.jobs.set({ state: 'queued' }, r.rows[0].n))
+        .catch(() => {})
+        .finally(() => (counting = false));
+    });
+  }
   return {
     ids: () => ids,
     async stop() {

@@ -12,6 +12,7 @@ import { FUNCTION_SCENARIOS } from './functions.ts';
 import { LIVE_SCENARIOS } from './live.ts';
 import { STORAGE_SCENARIOS } from './storage.ts';
 import { STORAGE_EXTRA_SCENARIOS } from './storage-extra.ts';
+import { OPS_SCENARIOS } from './ops.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -266,6 +267,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
   ...LIVE_SCENARIOS,
   ...STORAGE_SCENARIOS,
   ...STORAGE_EXTRA_SCENARIOS,
+  ...OPS_SCENARIOS,
 ];
 
 /**
@@ -273,4 +275,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'broadcast-fanout', 'live-write-cost', 'storage-upload', 'storage-download', 'storage-resumable', 'storage-thumbnail'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'broadcast-fanout', 'live-write-cost', 'storage-upload', 'storage-download', 'storage-resumable', 'storage-thumbnail', 'metrics-scrape', 'otel-idle'];

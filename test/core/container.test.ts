@@ -43,7 +43,7 @@ t.test('Dockerfile', async (t) => {
   t.same(argv.slice(1, -1), startFlags(), "with npm start's flags");
   t.equal(argv.at(-1), 'src/main.ts');
   const health = runtime.find((i) => i.op === 'HEALTHCHECK');
-  t.match(health?.args, /\/health/, 'a health check');
+  t.match(health?.args, /\/ready/, 'a health check on readiness');
   t.ok(runtime.some((i) => i.op === 'COPY' && /--from=/.test(i.args)), 'dependencies copied from the build stage');
 });
 

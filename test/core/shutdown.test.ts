@@ -36,6 +36,7 @@ async function start(t: { teardown(fn: () => unknown): void }, db: TestDatabase,
       DATA_DIR: dataDir,
       DB_POOL_SIZE: '2',
       LOG_LEVEL: 'info',
+      SHUTDOWN_GRACE_MS: '0',
       ...env,
     },
   });
@@ -102,22 +103,27 @@ t.test('shutdown', async (t) => {
     t.notOk(logLines(app.stdout()).some((l) => String(l.msg).includes('deadline')), 'no deadline line');
   });
 
-  await t.test('past SHUTDOWN_TIMEOUT_MS statements are cancelled and the process exits', async (t) => {
-    const app = await start(t, db, { SHUTDOWN_TIMEOUT_MS: '500' });
+  await t.test('past SHUTDOWN_TIMEOUT_MS the call in flight gets 503, statements are cancelled, the process exits 0', async (t) => {
+    const app = await start(t, db, { SHUTDOWN_TIMEOUT_MS: '500', SHUTDOWN_GRACE_MS: '1500' });
     const res = fetch(app.url + '/rest/v1/rpc/slow', {
       method: 'POST',
       headers: { apikey: app.anonKey, 'content-type': 'application/json' },
-      body: '{"s": 120}',
+      body: '{"s": 60}',
     }).then(
-      (r) => r.status,
+      async (r) => [r.status, await r.json()],
       () => 'closed',
     );
     await waitFor(async () => (await sleeping(db)) > 0);
+    t.equal((await fetch(app.url + '/ready')).status, 200, 'ready before the signal');
     app.child.kill('SIGTERM');
+    // During the grace: not ready, but still accepting.
+    await waitFor(async () => (await fetch(app.url + '/ready').then((r) => r.status, () => 0)) === 503, 5000, () => '/ready never turned 503');
+    const during = await fetch(app.url + '/ready');
+    t.same([during.status, ((await during.json()) as { reason: string }).reason], [503, 'service shutting down'], '/ready 503 during the drain');
     // Bounded by the test's own deadline, far below the 120 s the statement would take.
     const code = await Promise.race([app.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 30000))]);
-    t.equal(code, 0, 'the process exits');
-    t.equal(await res, 'closed', 'the request cut sees its connection closed');
+    t.equal(code, 0, 'the process exits 0');
+    t.same(await res, [503, { error: 'service shutting down' }], 'the call in flight gets 503');
     await waitFor(async () => (await sleeping(db)) === 0, 10000, () => 'the statement is still running');
     t.pass('the statement was cancelled in PostgreSQL');
     const line = logLines(app.stdout()).find((l) => String(l.msg).includes('deadline'));
@@ -125,4 +131,30 @@ t.test('shutdown', async (t) => {
     t.equal(line?.requests, 1, 'with how many requests were cut');
     t.match(String(line?.msg), /1 requests cut/);
   });
+});
+
+t.test('npm start passes a SIGTERM on to the service', async (t) => {
+  const db = await createTestDatabase(t);
+  const dataDir = mkdtempSync(join(tmpdir(), 'plinth-npmstart-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const root = fileURLToPath(new URL('../..', import.meta.url));
+  // npm as a supervisor starts it: `npm start` in the checkout.
+  const npm = spawn('npm', ['start', '--silent'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: db.url, MIGRATE_ON_START: 'false', JWT_SECRET: TEST_JWT_SECRET, HOST: '127.0.0.1', PORT: '0', DATA_DIR: dataDir, DB_POOL_SIZE: '2', LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '0' },
+  });
+  let out = '';
+  npm.stdout!.on('data', (d) => (out += d));
+  npm.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => npm.on('exit', (code) => resolve(code)));
+  t.teardown(() => {
+    if (npm.exitCode === null) npm.kill('SIGKILL');
+  });
+  await waitFor(async () => /plinth listening on (\S+)/.test(out), 120_000, () => out);
+  const url = /plinth listening on (\S+)/.exec(out)![1];
+  npm.kill('SIGTERM');
+  t.equal(await exited, 0, 'npm exits 0: the service drained and exited 0');
+  t.match(out, /shutting down/, 'the service saw the signal');
+  const after = await fetch(url + '/health').then(() => 'answering', () => 'gone');
+  t.equal(after, 'gone', 'no orphaned service left listening');
 });

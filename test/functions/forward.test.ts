@@ -272,3 +272,16 @@ t.test('a runtime that is down: 502; none configured: 503', async (t) => {
   const unknown = await none.call('POST', '/functions/v1/nope', { body: {} });
   t.equal(unknown.status, 404, 'the catalog still decides first');
 });
+
+t.test('the request id goes to the function, and the call is counted by function', async (t) => {
+  const r = await app.call('POST', '/functions/v1/echo', { ...anon, body: {}, headers: { 'x-request-id': 'fn-call-9' } });
+  t.equal(r.headers.get('x-request-id'), 'fn-call-9');
+  t.equal(runtime.seen.at(-1)!.headers['x-request-id'], 'fn-call-9', "the caller's id reaches the function");
+  const fresh = await app.call('POST', '/functions/v1/echo', { ...anon, body: {} });
+  t.equal(runtime.seen.at(-1)!.headers['x-request-id'], fresh.headers.get('x-request-id'), 'a new id too');
+  t.equal((await app.call('POST', '/functions/v1/nope', { ...anon, body: {} })).status, 404);
+  const m = await app.call('GET', '/metrics', { token: app.serviceKey });
+  const line = m.text.split('\n').find((l) => l.startsWith('plinth_function_invocations_total{function="echo"}'));
+  t.ok(line && Number(line.split(' ')[1]) >= 2, 'plinth_function_invocations_total by function');
+  t.notOk(/plinth_function_invocations_total\{function="nope"\}/.test(m.text), 'a name outside the catalog is no label');
+});

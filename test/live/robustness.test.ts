@@ -1,7 +1,7 @@
 /**
  * Robustness (issue 15, part 4): a database restart mid-stream ends in an overflow (no
  * silent gap); a slow client is closed without slowing the others; pings keep idle
- * connections and drop dead ones; shutdown closes sockets with 1001.
+ * connections and drop dead ones; shutdown closes sockets with 1012.
  */
 import t from 'tap';
 import { startApp } from '../helpers/app.ts';
@@ -83,7 +83,7 @@ t.test('pings keep idle connections open and drop dead ones', async (t) => {
   dead.ws.terminate();
 });
 
-t.test('shutdown closes sockets with 1001', async (t) => {
+t.test('shutdown closes sockets with 1012', async (t) => {
   const app = await startApp(t, { worker: false });
   await app.db.sql.unsafe(`create table public.t (id int); select live.subscribe('bye', 'select id from t');`);
   const c = await open(app, '/ws/bye', { query: { apikey: app.anonKey } });
@@ -91,7 +91,7 @@ t.test('shutdown closes sockets with 1001', async (t) => {
   c.send({ type: 'presence', state: { here: true } });
   await c.next((m) => m.type === 'presence_join');
   await app.service.close();
-  t.equal((await c.closed).code, 1001, 'going away');
+  t.equal((await c.closed).code, 1012, 'service restart');
   const [{ n }] = await app.db.sql`select count(*)::int as n from live_private.presence`;
   t.equal(n, 0, 'its presence is gone from the table');
 });

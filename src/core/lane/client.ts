@@ -28,10 +28,10 @@ import { parserFor, type LaneQuery, type Row, type Rows } from './sql.ts';
  * not sent back on every request.
  */
 export const CLAIMS_SQL =
-  "select from pg_catalog.set_config('request.jwt.claims', $1, true) _c, pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true) _t";
+  "select from pg_catalog.set_config('request.jwt.claims', $1, true) _c, pg_catalog.set_config('statement_timeout', coalesce($2, pg_catalog.current_setting('statement_timeout')), true) _t, pg_catalog.set_config('request.id', coalesce($3, ''), true) _i";
 
-/** Both parameters text. */
-const CLAIMS_TYPES = [25, 25];
+/** The three parameters text. */
+const CLAIMS_TYPES = [25, 25, 25];
 
 /**
  * Statement names on the lanes: random per process, as a driver's are. SQL running on a lane
@@ -284,9 +284,9 @@ export class LaneConnection {
   }
 
   /** Run `work` with `claims` (JSON text) and `timeout` (null: the session's) in one unit. */
-  run<R extends Row>(claims: string, timeout: string | null, work: LaneQuery): Promise<Rows<R>> {
+  run<R extends Row>(claims: string, timeout: string | null, work: LaneQuery, requestId: string | null = null): Promise<Rows<R>> {
     return new Promise<Rows<R>>((resolve, reject) => {
-      this.send(new Unit(this, claims, timeout, work, resolve as (rows: Rows) => void, reject, false));
+      this.send(new Unit(this, claims, timeout, work, resolve as (rows: Rows) => void, reject, false, requestId));
     });
   }
 
@@ -315,7 +315,7 @@ export class LaneConnection {
       claims.parsed = !this.pooler;
       unit.parsedClaims = claims;
     }
-    wire.bind({ statement: claims.name, values: [unit.claims, unit.timeout] }, true);
+    wire.bind({ statement: claims.name, values: [unit.claims, unit.timeout, unit.requestId] }, true);
     wire.execute({ portal: '' }, true);
     const s = this.statement(unit.work);
     unit.statement = s;
@@ -353,6 +353,7 @@ class Unit extends (pg.Query as unknown as new (config: { text: string }) => obj
   readonly claims: string;
   readonly timeout: string | null;
   readonly work: LaneQuery;
+  readonly requestId: string | null;
   private readonly resolve: (rows: Rows) => void;
   private readonly reject: (err: unknown) => void;
   private readonly retried: boolean;
@@ -374,8 +375,10 @@ class Unit extends (pg.Query as unknown as new (config: { text: string }) => obj
     resolve: (rows: Rows) => void,
     reject: (err: unknown) => void,
     retried: boolean,
+    requestId: string | null,
   ) {
     super({ text: work.text });
+    this.requestId = requestId;
     this.lane = lane;
     this.claims = claims;
     this.timeout = timeout;
@@ -433,7 +436,7 @@ class Unit extends (pg.Query as unknown as new (config: { text: string }) => obj
     if (!this.retried && !this.lane.closed && (e.routine === 'FetchPreparedStatement' || e.routine === 'RevalidateCachedQuery')) {
       if (e.routine === 'FetchPreparedStatement') this.lane.forgetAll();
       else if (this.claimsDone && this.statement && !this.parsedWork) this.lane.drop(this.statement);
-      this.lane.send(new Unit(this.lane, this.claims, this.timeout, this.work, this.resolve, this.reject, true));
+      this.lane.send(new Unit(this.lane, this.claims, this.timeout, this.work, this.resolve, this.reject, true, this.requestId));
       return;
     }
     this.reject(e);

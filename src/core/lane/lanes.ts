@@ -209,6 +209,17 @@ export class RoleLanes {
     return new Promise((resolve) => this.waiting.push(resolve));
   }
 
+  /** For the metrics: lane connections open, those with requests in flight, and requests waiting for a lane. */
+  stats(): { open: number; inUse: number; waiting: number } {
+    let open = 0;
+    let inUse = 0;
+    for (const l of this.lanes) {
+      if (l.conn !== null && !l.conn.closed) open++;
+      if (l.inflight > 0) inUse++;
+    }
+    return { open, inUse, waiting: this.waiting.length };
+  }
+
   release(lane: Lane): void {
     lane.answered = performance.now();
     const next = this.waiting.shift();
@@ -217,15 +228,15 @@ export class RoleLanes {
   }
 
   /** Run one request on `lane`: its connection (opened if need be), claims and work in one unit. */
-  run<R extends Row>(lane: Lane, claims: string, timeout: string | null, work: LaneQuery): Promise<Rows<R>> {
+  run<R extends Row>(lane: Lane, claims: string, timeout: string | null, work: LaneQuery, requestId: string | null = null): Promise<Rows<R>> {
     let conn = lane.conn;
     if (conn !== null && conn.inflight === 0 && performance.now() - conn.opened > MAX_LIFETIME_S * 1000) {
       lane.conn = null;
       void conn.end();
       conn = null;
     }
-    if (conn !== null && !conn.closed) return conn.run<R>(claims, timeout, work);
-    return this.open(lane).then((c) => c.run<R>(claims, timeout, work));
+    if (conn !== null && !conn.closed) return conn.run<R>(claims, timeout, work, requestId);
+    return this.open(lane).then((c) => c.run<R>(claims, timeout, work, requestId));
   }
 
   /** The role's transaction pool: `postgres`, as the same login role, for several statements in one transaction. */

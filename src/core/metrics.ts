@@ -1,0 +1,178 @@
+/**
+ * Prometheus metrics (prom-client), one registry per service instance. Areas count what
+ * happens as it happens (a counter's increment, a histogram's observation: no I/O); gauges
+ * read the state they report when scraped, from memory. A scrape runs no query that scans a
+ * table: `plinth_db_up` is one `select 1`, and the job counts come from a count refreshed at
+ * most every 10 s in the background (the scrape reports the last one).
+ *
+ * Label values are bounded: `route` is the route pattern (`/rest/v1/:table`), never the URL;
+ * a function's name only for functions of the catalog.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+
+/** Seconds: from a fast in-memory answer to a slow statement. */
+const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const SLOW_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** The per-request metrics: counted in plain arrays on the request path, turned into samples at a scrape. */
+interface RequestSeries {
+  labels: Record<string, string>;
+  count: number;
+}
+interface DurationSeries {
+  labels: Record<string, string>;
+  buckets: Float64Array;
+  sum: number;
+  count: number;
+}
+
+type Sample = { value: number; labels: Record<string, string | number>; metricName?: string };
+
+/**
+ * A metric of the registry whose samples are computed at a scrape (prom-client's own
+ * counters and histograms hash their labels on every increment: a few microseconds a
+ * request, against well under one here).
+ */
+function customMetric(registry: Registry, name: string, help: string, type: 'counter' | 'histogram', values: () => Sample[]): void {
+  const metric = {
+    name,
+    help,
+    type,
+    aggregator: 'sum',
+    get: async () => ({ name, help, type, aggregator: 'sum', values: values() }),
+    reset: () => {},
+  };
+  registry.registerMetric(metric as unknown as Metric);
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly dbUp = new Gauge({ name: 'plinth_db_up', help: '1 when the database answered a select 1 within 1 s at this scrape', registers: [this.registry] });
+  readonly dbConnections = new Gauge({
+    name: 'plinth_db_connections',
+    help: 'Request lane connections by API role and state (open, in_use)',
+    labelNames: ['pool', 'state'] as const,
+    registers: [this.registry],
+  });
+  readonly dbWaiting = new Gauge({
+    name: 'plinth_db_requests_waiting',
+    help: 'Requests waiting for a request lane connection, by API role',
+    labelNames: ['pool'] as const,
+    registers: [this.registry],
+  });
+  readonly dbStatementTimeouts = new Counter({
+    name: 'plinth_db_statement_timeouts_total',
+    help: 'Request statements cancelled by their statement_timeout (SQLSTATE 57014)',
+    registers: [this.registry],
+  });
+
+  readonly jobs = new Gauge({
+    name: 'plinth_jobs',
+    help: 'graphile-worker jobs: queued (waiting to run, all instances; refreshed every 10 s at most) and running (this instance)',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
+  readonly jobsFailed = new Counter({ name: 'plinth_jobs_failed_total', help: 'Job runs that failed (the worker retries them with backoff)', registers: [this.registry] });
+  readonly jobsCompleted = new Counter({ name: 'plinth_jobs_completed_total', help: 'Job runs that completed', registers: [this.registry] });
+
+  readonly webhookAttempts = new Counter({
+    name: 'plinth_webhook_attempts_total',
+    help: 'Webhook delivery attempts by outcome (success, failure, interrupted)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly webhookLatency = new Histogram({
+    name: 'plinth_webhook_delivery_seconds',
+    help: 'Time from the change to its successful delivery',
+    buckets: SLOW_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly liveSockets = new Gauge({ name: 'plinth_live_sockets', help: 'Open live-query WebSockets', registers: [this.registry] });
+  readonly liveSubscriptions = new Gauge({ name: 'plinth_live_subscriptions', help: 'Live-query subscriptions of this instance', registers: [this.registry] });
+  readonly liveBroadcasts = new Counter({ name: 'plinth_live_broadcast_messages_total', help: 'Broadcast messages sent to sockets', registers: [this.registry] });
+  readonly liveNotifies = new Counter({ name: 'plinth_live_notify_payloads_total', help: 'NOTIFY payloads received on the live channels', registers: [this.registry] });
+  readonly storageBytes = new Counter({
+    name: 'plinth_storage_bytes_total',
+    help: 'Object bytes uploaded and downloaded, by direction and back end',
+    labelNames: ['direction', 'backend'] as const,
+    registers: [this.registry],
+  });
+
+  readonly functionInvocations = new Counter({ name: 'plinth_function_invocations_total', help: 'Edge function calls, by function', labelNames: ['function'] as const, registers: [this.registry] });
+  readonly functionErrors = new Counter({ name: 'plinth_function_errors_total', help: 'Edge function calls answered 5xx or not answered, by function', labelNames: ['function'] as const, registers: [this.registry] });
+  readonly functionTimeouts = new Counter({ name: 'plinth_function_timeouts_total', help: 'Edge function calls that timed out (504), by function', labelNames: ['function'] as const, registers: [this.registry] });
+  readonly functionDuration = new Histogram({
+    name: 'plinth_function_duration_seconds',
+    help: 'Edge function calls, from the request to the answer’s head, by function',
+    labelNames: ['function'] as const,
+    buckets: SLOW_BUCKETS,
+    registers: [this.registry],
+  });
+
+  /** http_requests_total and http_request_duration_seconds, by method, then route, then status. */
+  private readonly requests = new Map<string, Map<string, Map<number, RequestSeries>>>();
+  private readonly durations = new Map<string, Map<string, DurationSeries>>();
+  private readonly collectors: Array<() => void | Promise<void>> = [];
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+    customMetric(this.registry, 'http_requests_total', 'HTTP requests answered, by method, route pattern and status', 'counter', () => {
+      const out: Sample[] = [];
+      for (const byRoute of this.requests.values()) for (const byStatus of byRoute.values()) for (const r of byStatus.values()) out.push({ value: r.count, labels: r.labels });
+      return out;
+    });
+    customMetric(this.registry, 'http_request_duration_seconds', 'Time from a request’s arrival to the end of its answer, by method and route pattern', 'histogram', () => {
+      const out: Sample[] = [];
+      const name = 'http_request_duration_seconds';
+      for (const byRoute of this.durations.values()) {
+        for (const d of byRoute.values()) {
+          let cumulative = 0;
+          HTTP_BUCKETS.forEach((le, i) => {
+            cumulative += d.buckets[i];
+            out.push({ value: cumulative, labels: { ...d.labels, le }, metricName: `${name}_bucket` });
+          });
+          out.push({ value: d.count, labels: { ...d.labels, le: '+Inf' }, metricName: `${name}_bucket` });
+          out.push({ value: d.sum, labels: d.labels, metricName: `${name}_sum` });
+          out.push({ value: d.count, labels: d.labels, metricName: `${name}_count` });
+        }
+      }
+      return out;
+    });
+  }
+
+  /** One answered request: a few map lookups and additions, no allocation once its series exist. */
+  request(method: string, route: string, status: number, seconds: number): void {
+    let byRoute = this.requests.get(method);
+    if (byRoute === undefined) this.requests.set(method, (byRoute = new Map()));
+    let byStatus = byRoute.get(route);
+    if (byStatus === undefined) byRoute.set(route, (byStatus = new Map()));
+    let r = byStatus.get(status);
+    if (r === undefined) byStatus.set(status, (r = { labels: { method, route, status: String(status) }, count: 0 }));
+    r.count++;
+    let dByRoute = this.durations.get(method);
+    if (dByRoute === undefined) this.durations.set(method, (dByRoute = new Map()));
+    let d = dByRoute.get(route);
+    if (d === undefined) dByRoute.set(route, (d = { labels: { method, route }, buckets: new Float64Array(HTTP_BUCKETS.length), sum: 0, count: 0 }));
+    d.count++;
+    d.sum += seconds;
+    for (let i = 0; i < HTTP_BUCKETS.length; i++) {
+      if (seconds <= HTTP_BUCKETS[i]) {
+        d.buckets[i]++;
+        break;
+      }
+    }
+  }
+
+  /** Run before each scrape (gauges that read state). */
+  onCollect(fn: () => void | Promise<void>): void {
+    this.collectors.push(fn);
+  }
+
+  /** The exposition text of every metric. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    await Promise.all(this.collectors.map((f) => Promise.resolve(f()).catch(() => {})));
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
