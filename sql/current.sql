@@ -1,2 +1,1 @@
---!include webhooks/deliveries.sql
---!include webhooks/enqueue.sql
+-- Enter migration here
