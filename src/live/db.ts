@@ -8,6 +8,10 @@ export interface Access {
   registered: boolean;
   bound: boolean;
   allowed: boolean;
+  /** Its query stopped working (live_private.mark_broken). */
+  broken: boolean;
+  /** The subscription's seq now (the baseline of a new socket). */
+  seq: number;
 }
 
 export async function configure(sql: Sql, channel: string): Promise<void> {
@@ -15,8 +19,9 @@ export async function configure(sql: Sql, channel: string): Promise<void> {
 }
 
 export async function access(sql: Sql, queryId: string, claims: string): Promise<Access> {
-  const [row]: [Access?] = await sql`select registered, bound, allowed from live_private.access(${queryId}, ${claims}::text::jsonb)`;
-  return row ?? { registered: false, bound: false, allowed: true };
+  const [row]: [(Omit<Access, 'seq'> & { seq: string })?] =
+    await sql`select registered, bound, allowed, broken, seq::text from live_private.access(${queryId}, ${claims}::text::jsonb)`;
+  return row ? { ...row, seq: Number(row.seq) } : { registered: false, bound: false, allowed: true, broken: false, seq: 0 };
 }
 
 export async function heartbeat(sql: Sql, instanceId: string, bcChannel: string, ttl: number): Promise<boolean> {
@@ -50,7 +55,8 @@ export async function instanceStop(sql: Sql, instanceId: string, bcChannel: stri
   await sql`select live_private.instance_stop(${instanceId}, ${bcChannel})`;
 }
 
-export async function seqs(sql: Sql, queryIds: string[]): Promise<Map<string, number>> {
-  const rows = await sql<{ query_id: string; seq: string }[]>`select query_id, seq::text from live_private.seqs(${queryIds}::text[])`;
-  return new Map(rows.map((r) => [r.query_id, Number(r.seq)]));
+/** The current seq of each route (Hub routes: a query_id, or a group's route). */
+export async function routeSeqs(sql: Sql, routes: string[]): Promise<Map<string, number>> {
+  const rows = await sql<{ route: string; seq: string }[]>`select route, seq::text from live_private.route_seqs(${routes}::text[])`;
+  return new Map(rows.map((r) => [r.route, Number(r.seq)]));
 }

@@ -32,7 +32,7 @@ import type { Area, Deps } from '../core/area.ts';
 import type { Credential } from '../core/credentials.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { clientIp, sendJsonText } from '../core/http.ts';
-import { Hub, type Client } from './hub.ts';
+import { Hub, routeOfGroup, type Client } from './hub.ts';
 import * as q from './db.ts';
 
 /** Seconds without a heartbeat after which an instance and its clients' presence expire. */
@@ -48,6 +48,8 @@ export const SUBPROTOCOL = 'plinth';
 export const BEARER_PROTOCOL_PREFIX = 'base64url.bearer.';
 /** Close code of a socket whose credential expired or was replaced by one not valid for it. */
 export const CLOSE_TOKEN_EXPIRED = 4001;
+/** Close code of a socket whose subscription's query stopped working (after an `error` message). */
+export const CLOSE_BROKEN = 4002;
 /** setTimeout's longest delay; a later deadline (the anon key lives ten years) is re-armed. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -59,6 +61,7 @@ export const LIVE_ERRORS = {
   perIp: () => new AppError(429, 'too many connections from this address'),
   total: () => new AppError(503, 'connection limit reached'),
   metadata: (cause?: unknown) => new AppError(503, 'subscription metadata unavailable', { cause }),
+  broken: () => new AppError(410, 'subscription is broken'),
   upgradeRequired: () => new AppError(426, 'upgrade required', { headers: { upgrade: 'websocket' } }),
 } as const;
 
@@ -85,8 +88,15 @@ function protocolToken(req: FastifyRequest): string | undefined {
   return undefined;
 }
 
-/** The credential each admitted upgrade was let in with, for its socket. */
-const admitted = new WeakMap<FastifyRequest, Credential>();
+/** What an admitted upgrade was let in with, for its socket. */
+export interface Admission {
+  cred: Credential;
+  /** Where its messages come from (Hub routes). */
+  route: string;
+  /** The subscription's seq when it was let in. */
+  seq: number;
+}
+const admitted = new WeakMap<FastifyRequest, Admission>();
 
 function cookie(req: FastifyRequest, name: string): string | undefined {
   const raw = req.headers.cookie;
@@ -116,6 +126,8 @@ export class LiveService {
   private closed = false;
   private beating = false;
   private unlisten: Array<() => Promise<void>> = [];
+  private gapRunning = false;
+  private gapAgain = false;
   private pendingLeaves: Array<() => Promise<void>> = [];
 
   constructor(deps: Deps) {
@@ -177,16 +189,38 @@ export class LiveService {
     if (this.listens > 1) void this.gap();
   }
 
-  /** The LISTEN connection was lost and is back: notifications may be missing. */
+  /**
+   * The LISTEN connection was lost and is back: notifications may be missing. A route whose
+   * seq moved past the last one its clients were sent gets one overflow; one that did not
+   * gets nothing. The driver may report several reconnects for one outage (a database
+   * restart): they are coalesced, and a route is never sent the same overflow twice.
+   */
   private async gap(): Promise<void> {
-    const ids = [...this.hub.channels.keys()];
-    if (ids.length === 0) return;
-    this.deps.log.warn({ subscriptions: ids.length }, 'live: listener reconnected; sending overflow');
+    if (this.gapRunning) {
+      this.gapAgain = true;
+      return;
+    }
+    this.gapRunning = true;
+    try {
+      do {
+        this.gapAgain = false;
+        await this.overflowMissed();
+      } while (this.gapAgain && !this.closed);
+    } finally {
+      this.gapRunning = false;
+    }
+  }
+
+  private async overflowMissed(): Promise<void> {
+    if (this.hub.routes.size === 0) return;
     for (let attempt = 0; attempt < 20 && !this.closed; attempt++) {
       try {
-        const seqs = await q.seqs(this.sql, ids);
-        for (const id of ids) {
-          this.hub.fanout(id, JSON.stringify({ type: 'overflow', query_id: id, seq: seqs.get(id) ?? 0, fetch: true }));
+        const current = await q.routeSeqs(this.sql, [...this.hub.routes.keys()]);
+        for (const [route, seq] of current) {
+          const first = this.hub.routes.get(route)?.values().next().value;
+          if (first === undefined || seq === this.hub.seqs.get(route)) continue;
+          this.deps.log.warn({ query_id: first.channel, seq }, 'live: notifications missed while the listener was away; sending overflow');
+          this.hub.deliver(route, JSON.stringify({ type: 'overflow', query_id: first.channel, seq, fetch: true }), seq);
         }
         return;
       } catch {
@@ -196,7 +230,14 @@ export class LiveService {
   }
 
   private onDelta(payload: string): void {
-    let msg: { type?: unknown; query_id?: unknown };
+    // `<gid>|<message>`: a message of one group of an `as: subscriber` subscription.
+    let route: string | null = null;
+    const bar = payload.charCodeAt(0) === 123 /* { */ ? -1 : payload.indexOf('|');
+    if (bar > 0) {
+      route = routeOfGroup(payload.slice(0, bar));
+      payload = payload.slice(bar + 1);
+    }
+    let msg: { type?: unknown; query_id?: unknown; seq?: unknown };
     try {
       msg = JSON.parse(payload);
     } catch {
@@ -207,7 +248,18 @@ export class LiveService {
       for (const c of this.hub.channels.get(msg.query_id) ?? []) c.ws.close(1000, 'subscription removed');
       return;
     }
-    this.hub.fanout(msg.query_id, payload);
+    if (msg.type === 'broken') {
+      const clients = this.hub.channels.get(msg.query_id);
+      if (clients === undefined) return;
+      this.deps.log.warn({ query_id: msg.query_id, clients: clients.size }, 'live: subscription broken; closing its sockets');
+      const text = JSON.stringify({ type: 'error', query_id: msg.query_id, error: LIVE_ERRORS.broken().message });
+      for (const c of clients) {
+        this.hub.send(c, text);
+        c.ws.close(CLOSE_BROKEN, 'subscription broken');
+      }
+      return;
+    }
+    this.hub.deliver(route ?? msg.query_id, payload, typeof msg.seq === 'number' ? msg.seq : NaN);
   }
 
   private onEvent(payload: string): void {
@@ -274,7 +326,7 @@ export class LiveService {
   }
 
   /** The checks shared by the upgrade and the presence endpoint (interface §4.9 rules 1–3). */
-  async admit(req: FastifyRequest, channel: string, upgrade: boolean): Promise<Credential> {
+  async admit(req: FastifyRequest, channel: string, upgrade: boolean): Promise<Admission> {
     if (!this.originAllowed(req)) throw LIVE_ERRORS.origin();
     if (upgrade) {
       const ip = clientIp(req, this.deps.config.trustProxy);
@@ -297,12 +349,14 @@ export class LiveService {
     if (upgrade && !access.registered) throw LIVE_ERRORS.subscriptionNotFound();
     if (access.bound && cred.role === 'anon') throw LIVE_ERRORS.authenticationRequired();
     if (!access.allowed) throw LIVE_ERRORS.audience();
-    return cred;
+    if (upgrade && access.broken) throw LIVE_ERRORS.broken();
+    return { cred, route: channel, seq: access.seq };
   }
 
-  /** A new socket on `channel`, let in with `cred`. */
-  connect(ws: WebSocket, channel: string, cred: Credential): void {
-    const client = this.hub.add(channel, ws);
+  /** A new socket on `channel`, let in as `admission` says. */
+  connect(ws: WebSocket, channel: string, admission: Admission): void {
+    const cred = admission.cred;
+    const client = this.hub.add(channel, ws, admission.route, admission.seq);
     // The socket lives as long as its credential: closed with 4001 at `exp`.
     let current = cred;
     let expiry: NodeJS.Timeout | null = null;
@@ -503,17 +557,17 @@ export const liveArea: Area = {
       method: 'GET',
       url: '/ws/:query_id',
       preValidation: async (req) => {
-        const cred = await svc.admit(req, req.params.query_id, req.ws);
+        const admission = await svc.admit(req, req.params.query_id, req.ws);
         if (!req.ws) throw LIVE_ERRORS.upgradeRequired();
-        admitted.set(req, cred);
+        admitted.set(req, admission);
       },
       handler: async () => {
         throw LIVE_ERRORS.upgradeRequired();
       },
       wsHandler: (socket, req) => {
-        const cred = admitted.get(req);
-        if (cred === undefined) return socket.close(1011, 'not admitted'); // every upgrade passes preValidation first
-        svc.connect(socket, (req.params as { query_id: string }).query_id, cred);
+        const admission = admitted.get(req);
+        if (admission === undefined) return socket.close(1011, 'not admitted'); // every upgrade passes preValidation first
+        svc.connect(socket, (req.params as { query_id: string }).query_id, admission);
       },
     });
 
