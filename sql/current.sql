@@ -4,3 +4,4 @@
 --!include live/diff.sql
 --!include live/presence.sql
 --!include live/broken.sql
+--!include live/rerun.sql

@@ -12,16 +12,18 @@ export interface Access {
   broken: boolean;
   /** The subscription's seq now (the baseline of a new socket). */
   seq: number;
+  /** Registered with `{"as": "subscriber"}`: each socket joins a group. */
+  as_subscriber: boolean;
 }
 
-export async function configure(sql: Sql, channel: string): Promise<void> {
-  await sql`select live_private.configure(${channel})`;
+export async function configure(sql: Sql, channel: string, maxRows: number, maxGroups: number): Promise<void> {
+  await sql`select live_private.configure(${channel}, ${maxRows}::int, ${maxGroups}::int)`;
 }
 
 export async function access(sql: Sql, queryId: string, claims: string): Promise<Access> {
   const [row]: [(Omit<Access, 'seq'> & { seq: string })?] =
-    await sql`select registered, bound, allowed, broken, seq::text from live_private.access(${queryId}, ${claims}::text::jsonb)`;
-  return row ? { ...row, seq: Number(row.seq) } : { registered: false, bound: false, allowed: true, broken: false, seq: 0 };
+    await sql`select registered, bound, allowed, broken, seq::text, as_subscriber from live_private.access(${queryId}, ${claims}::text::jsonb)`;
+  return row ? { ...row, seq: Number(row.seq) } : { registered: false, bound: false, allowed: true, broken: false, seq: 0, as_subscriber: false };
 }
 
 export async function heartbeat(sql: Sql, instanceId: string, bcChannel: string, ttl: number): Promise<boolean> {
@@ -59,4 +61,54 @@ export async function instanceStop(sql: Sql, instanceId: string, bcChannel: stri
 export async function routeSeqs(sql: Sql, routes: string[]): Promise<Map<string, number>> {
   const rows = await sql<{ route: string; seq: string }[]>`select route, seq::text from live_private.route_seqs(${routes}::text[])`;
   return new Map(rows.map((r) => [r.route, Number(r.seq)]));
+}
+
+/** Work the poller holds the lease of: a default-mode subscription (group null) or a group. */
+export interface Claimed {
+  group_id: string | null;
+  query_id: string;
+  role: string | null;
+  claims: string | null;
+  query: string | null;
+}
+
+export async function claim(sql: Sql, instanceId: string, leaseMs: number): Promise<Claimed[]> {
+  return await sql<Claimed[]>`select group_id::text, query_id, role, claims, query from live_private.claim(${instanceId}, ${leaseMs}::int)`;
+}
+
+export async function rerunSubscription(sql: Sql, instanceId: string, queryId: string): Promise<void> {
+  await sql`select live_private.rerun_subscription(${instanceId}, ${queryId})`;
+}
+
+/** Each group's new result (JSON text) or its error, in one round trip. */
+export async function publishGroups(sql: Sql, instanceId: string, ids: string[], results: (string | null)[], errors: (string | null)[]): Promise<void> {
+  await sql`select live_private.publish_groups(${instanceId}, ${ids}::bigint[], ${results as string[]}::text[]::jsonb[], ${errors as string[]}::text[])`;
+}
+
+export interface Joined {
+  group_id: string;
+  seq: number;
+  needs_init: boolean;
+  /** The group's claims (JSON text): what its lane runs with. */
+  group_claims: string;
+  query: string;
+}
+
+export async function joinGroup(sql: Sql, instanceId: string, queryId: string, role: string, claims: string): Promise<Joined | null> {
+  const [row]: [(Omit<Joined, 'seq'> & { seq: string })?] = await sql`select group_id::text, seq::text, needs_init, group_claims, query
+    from live_private.join_group(${instanceId}, ${queryId}, ${role}, ${claims}::text::jsonb)`;
+  return row ? { ...row, seq: Number(row.seq) } : null;
+}
+
+export async function initGroup(sql: Sql, groupId: string, rows: string): Promise<number> {
+  const [row]: [{ seq: string | null }?] = await sql`select live_private.init_group(${groupId}::bigint, ${rows}::text::jsonb)::text as seq`;
+  return Number(row?.seq ?? 0);
+}
+
+export async function syncMembers(sql: Sql, instanceId: string, groupIds: string[]): Promise<void> {
+  await sql`select live_private.sync_members(${instanceId}, ${groupIds}::bigint[])`;
+}
+
+export async function markAllDirty(sql: Sql): Promise<void> {
+  await sql`select live_private.mark_all_dirty()`;
 }

@@ -34,6 +34,7 @@ import { AppError, ERRORS } from '../core/errors.ts';
 import { clientIp, sendJsonText } from '../core/http.ts';
 import { Hub, routeOfGroup, type Client } from './hub.ts';
 import * as q from './db.ts';
+import { Poller, runAs } from './poller.ts';
 
 /** Seconds without a heartbeat after which an instance and its clients' presence expire. */
 export const INSTANCE_TTL = 5;
@@ -62,6 +63,9 @@ export const LIVE_ERRORS = {
   total: () => new AppError(503, 'connection limit reached'),
   metadata: (cause?: unknown) => new AppError(503, 'subscription metadata unavailable', { cause }),
   broken: () => new AppError(410, 'subscription is broken'),
+  tooManyGroups: () => new AppError(503, 'live query group limit reached'),
+  tooLarge: () => new AppError(413, 'live query result too large'),
+  notReadable: () => new AppError(403, 'permission denied for this live query'),
   upgradeRequired: () => new AppError(426, 'upgrade required', { headers: { upgrade: 'websocket' } }),
 } as const;
 
@@ -93,8 +97,10 @@ export interface Admission {
   cred: Credential;
   /** Where its messages come from (Hub routes). */
   route: string;
-  /** The subscription's seq when it was let in. */
+  /** The subscription's (or its group's) seq when it was let in. */
   seq: number;
+  /** The group of an `as: subscriber` subscription. */
+  groupId: string | null;
 }
 const admitted = new WeakMap<FastifyRequest, Admission>();
 
@@ -128,12 +134,16 @@ export class LiveService {
   private unlisten: Array<() => Promise<void>> = [];
   private gapRunning = false;
   private gapAgain = false;
+  readonly poller: Poller;
+  /** Groups admitted into and not yet connected (id → when), kept in the membership meanwhile. */
+  private readonly pendingGroups = new Map<string, number>();
   private pendingLeaves: Array<() => Promise<void>> = [];
 
   constructor(deps: Deps) {
     this.deps = deps;
     this.hub = new Hub(deps.config.wsMaxConnections, deps.config.wsMaxConnectionsPerIp);
     this.bcChannel = `${deps.config.liveChannel.slice(0, 60)}_bc`;
+    this.poller = new Poller(deps, this.instanceId);
   }
 
   get sql() {
@@ -167,6 +177,7 @@ export class LiveService {
       retry.unref();
     });
     await this.beat();
+    this.poller.start();
     const hb = setInterval(() => void this.beat(), HEARTBEAT_MS);
     hb.unref();
     const ping = setInterval(() => this.hub.ping(), this.deps.config.wsPingInterval * 1000);
@@ -177,7 +188,8 @@ export class LiveService {
   private async ensureConfigured(): Promise<void> {
     if (this.configured) return;
     try {
-      await q.configure(this.sql, this.deps.config.liveChannel);
+      const { liveChannel, liveMaxRows, liveMaxGroups } = this.deps.config;
+      await q.configure(this.sql, liveChannel, liveMaxRows, liveMaxGroups);
       this.configured = true;
     } catch (err) {
       this.deps.log.warn({ err }, 'live: LIVE_CHANNEL not recorded yet (database unavailable); retrying');
@@ -212,9 +224,11 @@ export class LiveService {
   }
 
   private async overflowMissed(): Promise<void> {
-    if (this.hub.routes.size === 0) return;
     for (let attempt = 0; attempt < 20 && !this.closed; attempt++) {
       try {
+        // A restart loses the writers' unlogged marks: everything re-run is re-run once.
+        await q.markAllDirty(this.sql);
+        if (this.hub.routes.size === 0) return;
         const current = await q.routeSeqs(this.sql, [...this.hub.routes.keys()]);
         for (const [route, seq] of current) {
           const first = this.hub.routes.get(route)?.values().next().value;
@@ -246,6 +260,14 @@ export class LiveService {
     if (typeof msg.query_id !== 'string') return;
     if (msg.type === 'unsubscribed') {
       for (const c of this.hub.channels.get(msg.query_id) ?? []) c.ws.close(1000, 'subscription removed');
+      return;
+    }
+    if (msg.type === 'error' && route !== null) {
+      // The group went (its role may no longer read the query, or its result is too large).
+      for (const c of this.hub.routes.get(route) ?? []) {
+        this.hub.send(c, payload);
+        c.ws.close(CLOSE_BROKEN, 'live query error');
+      }
       return;
     }
     if (msg.type === 'broken') {
@@ -283,6 +305,7 @@ export class LiveService {
         this.pendingLeaves.shift();
       }
       const fresh = await q.heartbeat(this.sql, this.instanceId, this.bcChannel, INSTANCE_TTL);
+      await q.syncMembers(this.sql, this.instanceId, this.groupIds());
       if (fresh) {
         // First beat, or this instance had been declared dead: announce its clients again.
         for (const c of this.hub.all()) if (c.state !== null) this.presence(c, c.state);
@@ -350,13 +373,63 @@ export class LiveService {
     if (access.bound && cred.role === 'anon') throw LIVE_ERRORS.authenticationRequired();
     if (!access.allowed) throw LIVE_ERRORS.audience();
     if (upgrade && access.broken) throw LIVE_ERRORS.broken();
-    return { cred, route: channel, seq: access.seq };
+    if (upgrade && access.as_subscriber) return await this.joinGroup(channel, cred);
+    return { cred, route: channel, seq: access.seq, groupId: null };
+  }
+
+  /** The groups this instance has sockets in, or has admitted one into. */
+  private groupIds(): string[] {
+    const ids = new Set<string>();
+    for (const [route, clients] of this.hub.routes) {
+      if (route.charCodeAt(0) === 1 && clients.size > 0) ids.add(route.slice(1));
+    }
+    const stale = Date.now() - 10_000;
+    for (const [id, at] of this.pendingGroups) {
+      if (at < stale) this.pendingGroups.delete(id);
+      else ids.add(id);
+    }
+    return [...ids];
+  }
+
+  /**
+   * An `as: subscriber` socket joins the group of its role and observed claims; a new
+   * group's first result is read on its lane before the socket is confirmed, so every
+   * change after that reaches it as a delta.
+   */
+  private async joinGroup(channel: string, cred: Credential): Promise<Admission> {
+    let joined: q.Joined | null;
+    try {
+      joined = await q.joinGroup(this.sql, this.instanceId, channel, cred.role, cred.claims);
+    } catch (err) {
+      if ((err as { code?: unknown }).code === '54000') throw LIVE_ERRORS.tooManyGroups();
+      throw LIVE_ERRORS.metadata(err);
+    }
+    if (joined === null) throw LIVE_ERRORS.broken(); // broken or replaced since the access check
+    this.pendingGroups.set(joined.group_id, Date.now());
+    let seq = joined.seq;
+    if (joined.needs_init) {
+      let result: { rows: string; n: number };
+      try {
+        result = await runAs(this.deps, cred.role, joined.group_claims, joined.query);
+      } catch (err) {
+        if ((err as { code?: unknown }).code === '42501') throw LIVE_ERRORS.notReadable();
+        throw LIVE_ERRORS.metadata(err);
+      }
+      if (result.n > this.deps.config.liveMaxRows) throw LIVE_ERRORS.tooLarge();
+      try {
+        seq = await q.initGroup(this.sql, joined.group_id, result.rows);
+      } catch (err) {
+        throw LIVE_ERRORS.metadata(err);
+      }
+    }
+    return { cred, route: routeOfGroup(joined.group_id), seq, groupId: joined.group_id };
   }
 
   /** A new socket on `channel`, let in as `admission` says. */
   connect(ws: WebSocket, channel: string, admission: Admission): void {
     const cred = admission.cred;
     const client = this.hub.add(channel, ws, admission.route, admission.seq);
+    if (admission.groupId !== null) this.pendingGroups.delete(admission.groupId);
     // The socket lives as long as its credential: closed with 4001 at `exp`.
     let current = cred;
     let expiry: NodeJS.Timeout | null = null;
@@ -520,6 +593,7 @@ export class LiveService {
     if (this.closed) return;
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
+    await this.poller.stop();
     await this.closeSockets();
     await Promise.all(this.hub.all().map((c) => c.queue));
     await q.instanceStop(this.sql, this.instanceId, this.bcChannel).catch(() => {});
