@@ -397,12 +397,18 @@ export class LiveService {
    * change after that reaches it as a delta.
    */
   private async joinGroup(channel: string, cred: Credential): Promise<Admission> {
-    let joined: q.Joined | null;
-    try {
-      joined = await q.joinGroup(this.sql, this.instanceId, channel, cred.role, cred.claims);
-    } catch (err) {
-      if ((err as { code?: unknown }).code === '54000') throw LIVE_ERRORS.tooManyGroups();
-      throw LIVE_ERRORS.metadata(err);
+    let joined: q.Joined | null = null;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        joined = await q.joinGroup(this.sql, this.instanceId, channel, cred.role, cred.claims);
+        break;
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (code === '54000') throw LIVE_ERRORS.tooManyGroups();
+        // A deadlock or serialization failure against the poller or a heartbeat: again.
+        if ((code === '40P01' || code === '40001') && attempt < 3) continue;
+        throw LIVE_ERRORS.metadata(err);
+      }
     }
     if (joined === null) throw LIVE_ERRORS.broken(); // broken or replaced since the access check
     this.pendingGroups.set(joined.group_id, Date.now());
