@@ -112,3 +112,9 @@ export async function syncMembers(sql: Sql, instanceId: string, groupIds: string
 export async function markAllDirty(sql: Sql): Promise<void> {
   await sql`select live_private.mark_all_dirty()`;
 }
+
+/** The id of the group `role` with `claims` falls in, null when there is none. */
+export async function groupOf(sql: Sql, queryId: string, role: string, claims: string): Promise<string | null> {
+  const [row]: [{ id: string | null }?] = await sql`select live_private.group_of(${queryId}, ${role}, ${claims}::text::jsonb)::text as id`;
+  return row?.id ?? null;
+}

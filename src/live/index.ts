@@ -466,7 +466,7 @@ export class LiveService {
       try {
         for (let next: string | null = token; next !== null; next = authPending) {
           authPending = null;
-          const verdict = await this.reauthenticate(channel, current, next);
+          const verdict = await this.reauthenticate(channel, current, next, admission.groupId);
           if (ws.readyState !== ws.OPEN) return;
           if (authPending !== null) continue; // a later message decides
           if (verdict === null) {
@@ -538,10 +538,12 @@ export class LiveService {
 
   /**
    * The credential of an `auth` message: a token that verifies, of the same role and user
-   * as the socket's, whose claims still pass the channel's audience. null: refused;
-   * 'unavailable': the audience could not be checked.
+   * as the socket's, whose claims still pass the channel's audience and, for an
+   * `as: subscriber` socket, still fall in its group (else it must reconnect into the group
+   * of what its new claims let it read). null: refused; 'unavailable': it could not be
+   * checked.
    */
-  private async reauthenticate(channel: string, current: Credential, token: string): Promise<Credential | null | 'unavailable'> {
+  private async reauthenticate(channel: string, current: Credential, token: string, groupId: string | null): Promise<Credential | null | 'unavailable'> {
     let next: Credential;
     try {
       next = await this.deps.credentials.verify(token);
@@ -552,6 +554,7 @@ export class LiveService {
     try {
       const access = await q.access(this.sql, channel, next.claims);
       if (!access.allowed) return null;
+      if (groupId !== null && (await q.groupOf(this.sql, channel, next.role, next.claims)) !== groupId) return null;
     } catch (err) {
       this.deps.log.debug({ err }, 'live: audience check of an auth message failed');
       return 'unavailable';

@@ -97,6 +97,25 @@ t.test('the token expires: the subscriber is closed with 4001', async (t) => {
   t.equal((await c.closed).code, 4001, 'closed at exp with 4001');
 });
 
+t.test('an auth message whose claims fall in another group closes the socket with 4001', async (t) => {
+  const app = await startApp(t, { worker: false });
+  await app.db.sql.unsafe(`create table public.team_notes (id int primary key, team text not null);
+    alter table public.team_notes enable row level security;
+    create policy team on public.team_notes for select to authenticated using (team = auth.jwt() -> 'app_metadata' ->> 'team');
+    grant select on public.team_notes to authenticated;
+    select live.subscribe('team_notes', 'select id from team_notes', 'delta', null, '${AS}');`);
+  const [s] = await app.db.sql`select observes from live_private.subscriptions where query_id = 'team_notes'`;
+  t.equal(s.observes, null, 'auth.jwt() in a policy: the query observes every claim');
+  const red = () => sign({ sub: uuid(1), role: 'authenticated', app_metadata: { team: 'red' } });
+  const c = await open(app, '/ws/team_notes', { query: { token: await red() } });
+  await c.next();
+  c.send({ type: 'auth', token: await red() });
+  await app.db.sql`insert into public.team_notes values (1, 'red')`;
+  t.same(await c.next(), { query_id: 'team_notes', seq: 1, inserted: [{ id: 1 }], deleted: [] }, 'a fresher token of the same group keeps the socket');
+  c.send({ type: 'auth', token: await sign({ sub: uuid(1), role: 'authenticated', app_metadata: { team: 'blue' } }) });
+  t.equal((await c.closed).code, 4001, 'a token of another team: reconnect into its group');
+});
+
 t.test('1000 subscribers of 100 users share 100 groups: one re-run per group per change', async (t) => {
   const app = await startApp(t, { worker: false, env: { WS_MAX_CONNECTIONS_PER_IP: '2000' } });
   await schema(app);
