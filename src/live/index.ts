@@ -16,10 +16,13 @@
  *   a token that does not verify, names another identity or fails the channel's audience
  *   closes the socket with 4001 at once.
  *
- * The registry, snapshots and diffs live in SQL (sql/fixtures/live). This instance holds
- * the sockets: one LISTEN (on the service pool's listen connection) for LIVE_CHANNEL and
- * `<LIVE_CHANNEL>_bc`; when it comes back after a gap, every subscriber is sent an
- * `overflow`, so no client misses a change silently. Broadcast and presence go through
+ * The registry, snapshots, groups and diffs live in SQL (sql/fixtures/live); the poller
+ * (poller.ts) re-runs what writers marked, off their path. This instance holds the
+ * sockets, routed by subscription or, for `as: subscriber`, by group: one LISTEN (on the
+ * service pool's listen connection) for LIVE_CHANNEL and `<LIVE_CHANNEL>_bc`; when it
+ * comes back after a gap, every route whose seq moved on is sent one `overflow`, so no
+ * client misses a change silently. A broken subscription's sockets get an `error` message
+ * and close 4002. Broadcast and presence go through
  * PostgreSQL too (NOTIFY, a presence table with instance heartbeats), so every instance
  * on the same database sees them.
  */
