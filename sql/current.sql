@@ -1,1 +1,6 @@
--- Enter migration here
+--!include live/registry.sql
+--!include live/subscriptions.sql
+--!include live/diff.sql
+--!include live/presence.sql
+--!include live/broken.sql
+--!include live/rerun.sql

@@ -337,6 +337,12 @@ export class LiveQuery {
       void this.refetch();
       return;
     }
+    if (type === 'error') {
+      // The server closes the socket next (4002): the subscription's query is broken, or this
+      // subscriber's group went. The reason reaches the caller; reconnecting is left to backoff.
+      this.emit('error', new PlinthError(`live query ${this.queryId}: ${typeof msg.error === 'string' ? msg.error : 'error'}`, 0));
+      return;
+    }
     if (type === 'broadcast') {
       this.emit('broadcast', msg.payload, typeof msg.from === 'string' ? msg.from : '');
       return;

@@ -128,6 +128,12 @@ export interface Config {
   /** Seconds between WebSocket pings; a client that missed the previous pong is closed. */
   wsPingInterval: number;
   liveChannel: string;
+  /** LIVE_RERUN_MAX_MS: the longest a committed change waits before its re-run starts (the poll interval when idle). */
+  liveRerunMaxMs: number;
+  /** LIVE_MAX_GROUPS: groups of subscribers per `as: subscriber` subscription. */
+  liveMaxGroups: number;
+  /** LIVE_MAX_ROWS: rows per live-query result (per group). */
+  liveMaxRows: number;
   dbPoolSize: number;
   /** DB_POOL_IDLE_MS: a request connection idle this long is closed. */
   dbPoolIdleMs: number;
@@ -553,6 +559,9 @@ export function parseConfig(env: Env = process.env): Config {
     wsMaxConnections: int(env, 'WS_MAX_CONNECTIONS', 10000, 1),
     wsMaxConnectionsPerIp: int(env, 'WS_MAX_CONNECTIONS_PER_IP', 100, 1),
     wsPingInterval: int(env, 'WS_PING_INTERVAL', 30, 1, 3600),
+    liveRerunMaxMs: int(env, 'LIVE_RERUN_MAX_MS', 20, 1, 60_000),
+    liveMaxGroups: int(env, 'LIVE_MAX_GROUPS', 10_000, 1, 1_000_000),
+    liveMaxRows: int(env, 'LIVE_MAX_ROWS', 10_000, 1, 10_000_000),
     liveChannel,
     dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
     dbPoolIdleMs: int(env, 'DB_POOL_IDLE_MS', 10000, 100),

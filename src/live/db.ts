@@ -10,15 +10,22 @@ export interface Access {
   registered: boolean;
   bound: boolean;
   allowed: boolean;
+  /** Its query stopped working (live_private.mark_broken). */
+  broken: boolean;
+  /** The subscription's seq now (the baseline of a new socket). */
+  seq: number;
+  /** Registered with `{"as": "subscriber"}`: each socket joins a group. */
+  as_subscriber: boolean;
 }
 
-export async function configure(sql: Sql, channel: string): Promise<void> {
-  await sql`select live_private.configure(${channel})`;
+export async function configure(sql: Sql, channel: string, maxRows: number, maxGroups: number): Promise<void> {
+  await sql`select live_private.configure(${channel}, ${maxRows}::int, ${maxGroups}::int)`;
 }
 
 export async function access(sql: Sql, queryId: string, claims: string): Promise<Access> {
-  const [row]: [Access?] = await sql`select registered, bound, allowed from live_private.access(${queryId}, ${claims}::text::jsonb)`;
-  return row ?? { registered: false, bound: false, allowed: true };
+  const [row]: [(Omit<Access, 'seq'> & { seq: string })?] =
+    await sql`select registered, bound, allowed, broken, seq::text, as_subscriber from live_private.access(${queryId}, ${claims}::text::jsonb)`;
+  return row ? { ...row, seq: Number(row.seq) } : { registered: false, bound: false, allowed: true, broken: false, seq: 0, as_subscriber: false };
 }
 
 export async function heartbeat(listener: Listener, instanceId: string, bcChannel: string, ttl: number): Promise<boolean> {
@@ -52,7 +59,66 @@ export async function instanceStop(sql: Sql, instanceId: string, bcChannel: stri
   await sql`select live_private.instance_stop(${instanceId}, ${bcChannel})`;
 }
 
-export async function seqs(sql: Sql, queryIds: string[]): Promise<Map<string, number>> {
-  const rows = await sql<{ query_id: string; seq: string }[]>`select query_id, seq::text from live_private.seqs(${queryIds}::text[])`;
-  return new Map(rows.map((r) => [r.query_id, Number(r.seq)]));
+/** The current seq of each route (Hub routes: a query_id, or a group's route). */
+export async function routeSeqs(sql: Sql, routes: string[]): Promise<Map<string, number>> {
+  const rows = await sql<{ route: string; seq: string }[]>`select route, seq::text from live_private.route_seqs(${routes}::text[])`;
+  return new Map(rows.map((r) => [r.route, Number(r.seq)]));
+}
+
+/** Work the poller holds the lease of: a default-mode subscription (group null) or a group. */
+export interface Claimed {
+  group_id: string | null;
+  query_id: string;
+  role: string | null;
+  claims: string | null;
+  query: string | null;
+}
+
+/** On the listener's connection: the poll runs every LIVE_RERUN_MAX_MS and must keep no request connection from idling out. */
+export async function claim(listener: Listener, instanceId: string, leaseMs: number): Promise<Claimed[]> {
+  return await listener.query<Claimed & Record<string, unknown>>('select group_id::text, query_id, role, claims, query from live_private.claim($1, $2::int)', [instanceId, leaseMs]);
+}
+
+export async function rerunSubscription(sql: Sql, instanceId: string, queryId: string): Promise<void> {
+  await sql`select live_private.rerun_subscription(${instanceId}, ${queryId})`;
+}
+
+/** Each group's new result (JSON text) or its error, in one round trip. */
+export async function publishGroups(sql: Sql, instanceId: string, ids: string[], results: (string | null)[], errors: (string | null)[]): Promise<void> {
+  await sql`select live_private.publish_groups(${instanceId}, ${ids}::bigint[], ${results as string[]}::text[]::jsonb[], ${errors as string[]}::text[])`;
+}
+
+export interface Joined {
+  group_id: string;
+  seq: number;
+  needs_init: boolean;
+  /** The group's claims (JSON text): what its lane runs with. */
+  group_claims: string;
+  query: string;
+}
+
+export async function joinGroup(sql: Sql, instanceId: string, queryId: string, role: string, claims: string): Promise<Joined | null> {
+  const [row]: [(Omit<Joined, 'seq'> & { seq: string })?] = await sql`select group_id::text, seq::text, needs_init, group_claims, query
+    from live_private.join_group(${instanceId}, ${queryId}, ${role}, ${claims}::text::jsonb)`;
+  return row ? { ...row, seq: Number(row.seq) } : null;
+}
+
+export async function initGroup(sql: Sql, groupId: string, rows: string): Promise<number> {
+  const [row]: [{ seq: string | null }?] = await sql`select live_private.init_group(${groupId}::bigint, ${rows}::text::jsonb)::text as seq`;
+  return Number(row?.seq ?? 0);
+}
+
+/** On the listener's connection, as the heartbeat: periodic work keeps no request connection from idling out. */
+export async function syncMembers(listener: Listener, instanceId: string, groupIds: string[]): Promise<void> {
+  await listener.query('select live_private.sync_members($1, $2::bigint[])', [instanceId, groupIds]);
+}
+
+export async function markAllDirty(sql: Sql): Promise<void> {
+  await sql`select live_private.mark_all_dirty()`;
+}
+
+/** The id of the group `role` with `claims` falls in, null when there is none. */
+export async function groupOf(sql: Sql, queryId: string, role: string, claims: string): Promise<string | null> {
+  const [row]: [{ id: string | null }?] = await sql`select live_private.group_of(${queryId}, ${role}, ${claims}::text::jsonb)::text as id`;
+  return row?.id ?? null;
 }

@@ -17,6 +17,11 @@ function socketOf(ws: WebSocket): { cork(): void; uncork(): void } | undefined {
 export interface Client {
   id: string;
   channel: string;
+  /**
+   * Where its subscription's messages come from: the query_id, or for an `as: subscriber`
+   * subscription its group's route (routeOfGroup).
+   */
+  route: string;
   ws: WebSocket;
   alive: boolean;
   /** The last presence state sent (JSON text), null before the first. */
@@ -27,8 +32,18 @@ export interface Client {
   batch: string[] | null;
 }
 
+/** The route of a group of an `as: subscriber` subscription (a query_id has no control character). */
+export function routeOfGroup(gid: string): string {
+  return `\u0001${gid}`;
+}
+
 export class Hub {
+  /** Clients by channel (= query_id): broadcast and presence. */
   readonly channels = new Map<string, Set<Client>>();
+  /** Clients by route: a subscription's messages (its group's, for `as: subscriber`). */
+  readonly routes = new Map<string, Set<Client>>();
+  /** The last seq each route's clients were sent (delta, invalidated, overflow) or started from. */
+  readonly seqs = new Map<string, number>();
   /** Clients whose socket is corked until the end of this tick. */
   private corked = new Set<Client>();
   private readonly perIp = new Map<string, number>();
@@ -63,19 +78,41 @@ export class Hub {
     };
   }
 
-  add(channel: string, ws: WebSocket): Client {
-    const client: Client = { id: randomUUID(), channel, ws, alive: true, state: null, queue: Promise.resolve(), batch: null };
+  /** A new client of `channel` on `route`, whose subscription was at `seq` when it was let in. */
+  add(channel: string, ws: WebSocket, route = channel, seq = 0): Client {
+    const client: Client = { id: randomUUID(), channel, route, ws, alive: true, state: null, queue: Promise.resolve(), batch: null };
     let set = this.channels.get(channel);
     if (!set) this.channels.set(channel, (set = new Set()));
     set.add(client);
+    let r = this.routes.get(route);
+    if (!r) this.routes.set(route, (r = new Set()));
+    r.add(client);
+    if (!this.seqs.has(route) || this.seqs.get(route)! < seq) this.seqs.set(route, seq);
     return client;
   }
 
   remove(client: Client): void {
     const set = this.channels.get(client.channel);
-    if (!set) return;
-    set.delete(client);
-    if (set.size === 0) this.channels.delete(client.channel);
+    if (set) {
+      set.delete(client);
+      if (set.size === 0) this.channels.delete(client.channel);
+    }
+    const r = this.routes.get(client.route);
+    if (r) {
+      r.delete(client);
+      if (r.size === 0) {
+        this.routes.delete(client.route);
+        this.seqs.delete(client.route);
+      }
+    }
+  }
+
+  /** A subscription message (with its seq) to every client of a route. */
+  deliver(route: string, text: string, seq: number): void {
+    const set = this.routes.get(route);
+    if (!set || set.size === 0) return;
+    if (Number.isFinite(seq) && seq > (this.seqs.get(route) ?? 0)) this.seqs.set(route, seq);
+    this.fanoutTo(set, text);
   }
 
   /** Send to one client; a client whose buffer is full is dropped. */
@@ -97,7 +134,11 @@ export class Hub {
    */
   fanout(channel: string, text: string): void {
     const set = this.channels.get(channel);
-    if (!set || set.size === 0) return;
+    if (set) this.fanoutTo(set, text);
+  }
+
+  private fanoutTo(set: Set<Client>, text: string): void {
+    if (set.size === 0) return;
     const data = Buffer.from(text);
     if (this.corked.size === 0) setImmediate(() => this.uncorkAll());
     for (const c of set) {

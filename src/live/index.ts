@@ -16,10 +16,13 @@
  *   a token that does not verify, names another identity or fails the channel's audience
  *   closes the socket with 4001 at once.
  *
- * The registry, snapshots and diffs live in SQL (sql/fixtures/live). This instance holds
- * the sockets: one LISTEN (on the instance's listener connection) for LIVE_CHANNEL and
- * `<LIVE_CHANNEL>_bc`; when it comes back after a gap, every subscriber is sent an
- * `overflow`, so no client misses a change silently. Broadcast and presence go through
+ * The registry, snapshots, groups and diffs live in SQL (sql/fixtures/live); the poller
+ * (poller.ts) re-runs what writers marked, off their path. This instance holds the
+ * sockets, routed by subscription or, for `as: subscriber`, by group: one LISTEN (on the
+ * instance's listener connection) for LIVE_CHANNEL and `<LIVE_CHANNEL>_bc`; when it
+ * comes back after a gap, every route whose seq moved on is sent one `overflow`, so no
+ * client misses a change silently. A broken subscription's sockets get an `error` message
+ * and close 4002. Broadcast and presence go through
  * PostgreSQL too (NOTIFY, a presence table with instance heartbeats), so every instance
  * on the same database sees them.
  */
@@ -31,8 +34,9 @@ import type { Area, Deps } from '../core/area.ts';
 import type { Credential } from '../core/credentials.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { clientIp, sendJsonText } from '../core/http.ts';
-import { Hub, type Client } from './hub.ts';
+import { Hub, routeOfGroup, type Client } from './hub.ts';
 import * as q from './db.ts';
+import { Poller, runAs } from './poller.ts';
 
 /** Seconds without a heartbeat after which an instance and its clients' presence expire. */
 export const INSTANCE_TTL = 5;
@@ -47,6 +51,8 @@ export const SUBPROTOCOL = 'plinth';
 export const BEARER_PROTOCOL_PREFIX = 'base64url.bearer.';
 /** Close code of a socket whose credential expired or was replaced by one not valid for it. */
 export const CLOSE_TOKEN_EXPIRED = 4001;
+/** Close code of a socket whose subscription's query stopped working (after an `error` message). */
+export const CLOSE_BROKEN = 4002;
 /** setTimeout's longest delay; a later deadline (the anon key lives ten years) is re-armed. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -58,6 +64,10 @@ export const LIVE_ERRORS = {
   perIp: () => new AppError(429, 'too many connections from this address'),
   total: () => new AppError(503, 'connection limit reached'),
   metadata: (cause?: unknown) => new AppError(503, 'subscription metadata unavailable', { cause }),
+  broken: () => new AppError(410, 'subscription is broken'),
+  tooManyGroups: () => new AppError(503, 'live query group limit reached'),
+  tooLarge: () => new AppError(413, 'live query result too large'),
+  notReadable: () => new AppError(403, 'permission denied for this live query'),
   upgradeRequired: () => new AppError(426, 'upgrade required', { headers: { upgrade: 'websocket' } }),
 } as const;
 
@@ -84,8 +94,17 @@ function protocolToken(req: FastifyRequest): string | undefined {
   return undefined;
 }
 
-/** The credential each admitted upgrade was let in with, for its socket. */
-const admitted = new WeakMap<FastifyRequest, Credential>();
+/** What an admitted upgrade was let in with, for its socket. */
+export interface Admission {
+  cred: Credential;
+  /** Where its messages come from (Hub routes). */
+  route: string;
+  /** The subscription's (or its group's) seq when it was let in. */
+  seq: number;
+  /** The group of an `as: subscriber` subscription. */
+  groupId: string | null;
+}
+const admitted = new WeakMap<FastifyRequest, Admission>();
 
 function cookie(req: FastifyRequest, name: string): string | undefined {
   const raw = req.headers.cookie;
@@ -115,6 +134,11 @@ export class LiveService {
   private closed = false;
   private beating = false;
   private unlisten: Array<() => Promise<void>> = [];
+  private gapRunning = false;
+  private gapAgain = false;
+  readonly poller: Poller;
+  /** Groups admitted into and not yet connected (id → when), kept in the membership meanwhile. */
+  private readonly pendingGroups = new Map<string, number>();
   private pendingLeaves: Array<() => Promise<void>> = [];
 
   constructor(deps: Deps) {
@@ -126,6 +150,7 @@ export class LiveService {
       deps.metrics.liveSockets.set(this.hub.all().length);
       deps.metrics.liveSubscriptions.set(this.hub.channels.size);
     });
+    this.poller = new Poller(deps, this.instanceId);
   }
 
   get sql() {
@@ -149,6 +174,7 @@ export class LiveService {
       (err: unknown) => this.deps.log.warn({ err }, 'live listener stopped'),
     );
     await this.beat();
+    this.poller.start();
     const hb = setInterval(() => void this.beat(), HEARTBEAT_MS);
     hb.unref();
     const ping = setInterval(() => this.hub.ping(), this.deps.config.wsPingInterval * 1000);
@@ -159,7 +185,8 @@ export class LiveService {
   private async ensureConfigured(): Promise<void> {
     if (this.configured) return;
     try {
-      await q.configure(this.sql, this.deps.config.liveChannel);
+      const { liveChannel, liveMaxRows, liveMaxGroups } = this.deps.config;
+      await q.configure(this.sql, liveChannel, liveMaxRows, liveMaxGroups);
       this.configured = true;
     } catch (err) {
       this.deps.log.warn({ err }, 'live: LIVE_CHANNEL not recorded yet (database unavailable); retrying');
@@ -171,16 +198,40 @@ export class LiveService {
     if (this.listens > 1) void this.gap();
   }
 
-  /** The LISTEN connection was lost and is back: notifications may be missing. */
+  /**
+   * The LISTEN connection was lost and is back: notifications may be missing. A route whose
+   * seq moved past the last one its clients were sent gets one overflow; one that did not
+   * gets nothing. The driver may report several reconnects for one outage (a database
+   * restart): they are coalesced, and a route is never sent the same overflow twice.
+   */
   private async gap(): Promise<void> {
-    const ids = [...this.hub.channels.keys()];
-    if (ids.length === 0) return;
-    this.deps.log.warn({ subscriptions: ids.length }, 'live: listener reconnected; sending overflow');
+    if (this.gapRunning) {
+      this.gapAgain = true;
+      return;
+    }
+    this.gapRunning = true;
+    try {
+      do {
+        this.gapAgain = false;
+        await this.overflowMissed();
+      } while (this.gapAgain && !this.closed);
+    } finally {
+      this.gapRunning = false;
+    }
+  }
+
+  private async overflowMissed(): Promise<void> {
     for (let attempt = 0; attempt < 20 && !this.closed; attempt++) {
       try {
-        const seqs = await q.seqs(this.sql, ids);
-        for (const id of ids) {
-          this.hub.fanout(id, JSON.stringify({ type: 'overflow', query_id: id, seq: seqs.get(id) ?? 0, fetch: true }));
+        // A restart loses the writers' unlogged marks: everything re-run is re-run once.
+        await q.markAllDirty(this.sql);
+        if (this.hub.routes.size === 0) return;
+        const current = await q.routeSeqs(this.sql, [...this.hub.routes.keys()]);
+        for (const [route, seq] of current) {
+          const first = this.hub.routes.get(route)?.values().next().value;
+          if (first === undefined || seq === this.hub.seqs.get(route)) continue;
+          this.deps.log.warn({ query_id: first.channel, seq }, 'live: notifications missed while the listener was away; sending overflow');
+          this.hub.deliver(route, JSON.stringify({ type: 'overflow', query_id: first.channel, seq, fetch: true }), seq);
         }
         return;
       } catch {
@@ -191,7 +242,14 @@ export class LiveService {
 
   private onDelta(payload: string): void {
     this.deps.metrics.liveNotifies.inc();
-    let msg: { type?: unknown; query_id?: unknown };
+    // `<gid>|<message>`: a message of one group of an `as: subscriber` subscription.
+    let route: string | null = null;
+    const bar = payload.charCodeAt(0) === 123 /* { */ ? -1 : payload.indexOf('|');
+    if (bar > 0) {
+      route = routeOfGroup(payload.slice(0, bar));
+      payload = payload.slice(bar + 1);
+    }
+    let msg: { type?: unknown; query_id?: unknown; seq?: unknown };
     try {
       msg = JSON.parse(payload);
     } catch {
@@ -202,7 +260,26 @@ export class LiveService {
       for (const c of this.hub.channels.get(msg.query_id) ?? []) c.ws.close(1000, 'subscription removed');
       return;
     }
-    this.hub.fanout(msg.query_id, payload);
+    if (msg.type === 'error' && route !== null) {
+      // The group went (its role may no longer read the query, or its result is too large).
+      for (const c of this.hub.routes.get(route) ?? []) {
+        this.hub.send(c, payload);
+        c.ws.close(CLOSE_BROKEN, 'live query error');
+      }
+      return;
+    }
+    if (msg.type === 'broken') {
+      const clients = this.hub.channels.get(msg.query_id);
+      if (clients === undefined) return;
+      this.deps.log.warn({ query_id: msg.query_id, clients: clients.size }, 'live: subscription broken; closing its sockets');
+      const text = JSON.stringify({ type: 'error', query_id: msg.query_id, error: LIVE_ERRORS.broken().message });
+      for (const c of clients) {
+        this.hub.send(c, text);
+        c.ws.close(CLOSE_BROKEN, 'subscription broken');
+      }
+      return;
+    }
+    this.hub.deliver(route ?? msg.query_id, payload, typeof msg.seq === 'number' ? msg.seq : NaN);
   }
 
   private onEvent(payload: string): void {
@@ -229,6 +306,7 @@ export class LiveService {
       }
       // On the listener's connection: a periodic statement keeps no request connection from idling out.
       const fresh = await q.heartbeat(this.deps.db.listener, this.instanceId, this.bcChannel, INSTANCE_TTL);
+      await q.syncMembers(this.deps.db.listener, this.instanceId, this.groupIds());
       if (fresh) {
         // First beat, or this instance had been declared dead: announce its clients again.
         for (const c of this.hub.all()) if (c.state !== null) this.presence(c, c.state);
@@ -272,7 +350,7 @@ export class LiveService {
   }
 
   /** The checks shared by the upgrade and the presence endpoint (interface §4.9 rules 1–3). */
-  async admit(req: FastifyRequest, channel: string, upgrade: boolean): Promise<Credential> {
+  async admit(req: FastifyRequest, channel: string, upgrade: boolean): Promise<Admission> {
     if (!this.originAllowed(req)) throw LIVE_ERRORS.origin();
     if (upgrade) {
       const ip = clientIp(req, this.deps.config.trustProxy);
@@ -295,12 +373,70 @@ export class LiveService {
     if (upgrade && !access.registered) throw LIVE_ERRORS.subscriptionNotFound();
     if (access.bound && cred.role === 'anon') throw LIVE_ERRORS.authenticationRequired();
     if (!access.allowed) throw LIVE_ERRORS.audience();
-    return cred;
+    if (upgrade && access.broken) throw LIVE_ERRORS.broken();
+    if (upgrade && access.as_subscriber) return await this.joinGroup(channel, cred);
+    return { cred, route: channel, seq: access.seq, groupId: null };
   }
 
-  /** A new socket on `channel`, let in with `cred`. */
-  connect(ws: WebSocket, channel: string, cred: Credential): void {
-    const client = this.hub.add(channel, ws);
+  /** The groups this instance has sockets in, or has admitted one into. */
+  private groupIds(): string[] {
+    const ids = new Set<string>();
+    for (const [route, clients] of this.hub.routes) {
+      if (route.charCodeAt(0) === 1 && clients.size > 0) ids.add(route.slice(1));
+    }
+    const stale = Date.now() - 10_000;
+    for (const [id, at] of this.pendingGroups) {
+      if (at < stale) this.pendingGroups.delete(id);
+      else ids.add(id);
+    }
+    return [...ids];
+  }
+
+  /**
+   * An `as: subscriber` socket joins the group of its role and observed claims; a new
+   * group's first result is read on its lane before the socket is confirmed, so every
+   * change after that reaches it as a delta.
+   */
+  private async joinGroup(channel: string, cred: Credential): Promise<Admission> {
+    let joined: q.Joined | null = null;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        joined = await q.joinGroup(this.sql, this.instanceId, channel, cred.role, cred.claims);
+        break;
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (code === '54000') throw LIVE_ERRORS.tooManyGroups();
+        // A deadlock or serialization failure against the poller or a heartbeat: again.
+        if ((code === '40P01' || code === '40001') && attempt < 3) continue;
+        throw LIVE_ERRORS.metadata(err);
+      }
+    }
+    if (joined === null) throw LIVE_ERRORS.broken(); // broken or replaced since the access check
+    this.pendingGroups.set(joined.group_id, Date.now());
+    let seq = joined.seq;
+    if (joined.needs_init) {
+      let result: { rows: string; n: number };
+      try {
+        result = await runAs(this.deps, cred.role, joined.group_claims, joined.query);
+      } catch (err) {
+        if ((err as { code?: unknown }).code === '42501') throw LIVE_ERRORS.notReadable();
+        throw LIVE_ERRORS.metadata(err);
+      }
+      if (result.n > this.deps.config.liveMaxRows) throw LIVE_ERRORS.tooLarge();
+      try {
+        seq = await q.initGroup(this.sql, joined.group_id, result.rows);
+      } catch (err) {
+        throw LIVE_ERRORS.metadata(err);
+      }
+    }
+    return { cred, route: routeOfGroup(joined.group_id), seq, groupId: joined.group_id };
+  }
+
+  /** A new socket on `channel`, let in as `admission` says. */
+  connect(ws: WebSocket, channel: string, admission: Admission): void {
+    const cred = admission.cred;
+    const client = this.hub.add(channel, ws, admission.route, admission.seq);
+    if (admission.groupId !== null) this.pendingGroups.delete(admission.groupId);
     // The socket lives as long as its credential: closed with 4001 at `exp`.
     let current = cred;
     let expiry: NodeJS.Timeout | null = null;
@@ -331,7 +467,7 @@ export class LiveService {
       try {
         for (let next: string | null = token; next !== null; next = authPending) {
           authPending = null;
-          const verdict = await this.reauthenticate(channel, current, next);
+          const verdict = await this.reauthenticate(channel, current, next, admission.groupId);
           if (ws.readyState !== ws.OPEN) return;
           if (authPending !== null) continue; // a later message decides
           if (verdict === null) {
@@ -403,10 +539,12 @@ export class LiveService {
 
   /**
    * The credential of an `auth` message: a token that verifies, of the same role and user
-   * as the socket's, whose claims still pass the channel's audience. null: refused;
-   * 'unavailable': the audience could not be checked.
+   * as the socket's, whose claims still pass the channel's audience and, for an
+   * `as: subscriber` socket, still fall in its group (else it must reconnect into the group
+   * of what its new claims let it read). null: refused; 'unavailable': it could not be
+   * checked.
    */
-  private async reauthenticate(channel: string, current: Credential, token: string): Promise<Credential | null | 'unavailable'> {
+  private async reauthenticate(channel: string, current: Credential, token: string, groupId: string | null): Promise<Credential | null | 'unavailable'> {
     let next: Credential;
     try {
       next = await this.deps.credentials.verify(token);
@@ -417,6 +555,7 @@ export class LiveService {
     try {
       const access = await q.access(this.sql, channel, next.claims);
       if (!access.allowed) return null;
+      if (groupId !== null && (await q.groupOf(this.sql, channel, next.role, next.claims)) !== groupId) return null;
     } catch (err) {
       this.deps.log.debug({ err }, 'live: audience check of an auth message failed');
       return 'unavailable';
@@ -464,6 +603,7 @@ export class LiveService {
     if (this.closed) return;
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
+    await this.poller.stop();
     await this.closeSockets();
     await Promise.all(this.hub.all().map((c) => c.queue));
     await q.instanceStop(this.sql, this.instanceId, this.bcChannel).catch(() => {});
@@ -501,17 +641,17 @@ export const liveArea: Area = {
       method: 'GET',
       url: '/ws/:query_id',
       preValidation: async (req) => {
-        const cred = await svc.admit(req, req.params.query_id, req.ws);
+        const admission = await svc.admit(req, req.params.query_id, req.ws);
         if (!req.ws) throw LIVE_ERRORS.upgradeRequired();
-        admitted.set(req, cred);
+        admitted.set(req, admission);
       },
       handler: async () => {
         throw LIVE_ERRORS.upgradeRequired();
       },
       wsHandler: (socket, req) => {
-        const cred = admitted.get(req);
-        if (cred === undefined) return socket.close(1011, 'not admitted'); // every upgrade passes preValidation first
-        svc.connect(socket, (req.params as { query_id: string }).query_id, cred);
+        const admission = admitted.get(req);
+        if (admission === undefined) return socket.close(1011, 'not admitted'); // every upgrade passes preValidation first
+        svc.connect(socket, (req.params as { query_id: string }).query_id, admission);
       },
     });
 

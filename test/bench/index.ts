@@ -215,7 +215,15 @@ function emptyRow(s: Scenario | CustomScenario): Row {
 async function runCustom(s: CustomScenario, ctx: Ctx): Promise<Row> {
   const row: Row = emptyRow(s);
   await service!.resetStats();
-  const r = await s.run({ serviceUrl: ctx.serviceUrl, serviceRoleKey: ctx.serviceRoleKey, anonKey: ctx.env.anonKey, dbUrl: db!.url, quick: args.quick, connections: CONNECTIONS });
+  const r = await s.run({
+    serviceUrl: ctx.serviceUrl,
+    serviceRoleKey: ctx.serviceRoleKey,
+    anonKey: ctx.env.anonKey,
+    dbUrl: db!.url,
+    quick: args.quick,
+    connections: CONNECTIONS,
+    userToken: (sub) => mintUserToken(JWT_SECRET, sub as `${string}-${string}-${string}-${string}-${string}`),
+  });
   const st = await service!.stats();
   Object.assign(row, { baseline_rps: null, ratio: null, rate_rps: null, non2xx_share: 0, ...r, rss_mb: r.rss_mb ?? st.rss_mb, elu: Math.round(st.elu * 100) / 100, eld_p99_ms: st.eld_p99_ms });
   if (row.ratio === null && r.rps !== null && r.baseline_rps) row.ratio = Math.round((r.rps / r.baseline_rps) * 100) / 100;

@@ -55,6 +55,8 @@ export interface RunContext {
   dbUrl: string;
   quick: boolean;
   connections: number;
+  /** An `authenticated` access token for the user `sub`, minted with the service's JWT_SECRET. */
+  userToken(sub: string): Promise<string>;
 }
 
 /** Its figures; the status follows from `target` as for the others. */
@@ -275,4 +277,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'broadcast-fanout', 'live-write-cost', 'storage-upload', 'storage-download', 'storage-resumable', 'storage-thumbnail', 'metrics-scrape', 'otel-idle'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'live-per-subscriber', 'broadcast-fanout', 'live-write-cost', 'live-write-cost-rerun', 'storage-upload', 'storage-download', 'storage-resumable', 'storage-thumbnail', 'metrics-scrape', 'otel-idle'];

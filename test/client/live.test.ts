@@ -200,6 +200,13 @@ t.test('LiveQuery over a real WebSocket', async (t) => {
   await waitFor(() => q.rows.some((r) => r.id === 9), 'pending delta applied');
   t.same(q.rows, [{ id: 8, title: 'eight' }, { id: 9, title: 'during' }], 'seq 9 applied; seq 10 (already in the fetched rows) not doubled');
 
+  // An error message (the server closes with 4002 next) reaches the caller's error listeners.
+  const errors: string[] = [];
+  q.on('error', (e) => errors.push(e.message));
+  srv.send({ type: 'error', query_id: 'todos', error: 'subscription is broken' });
+  await waitFor(() => errors.length === 1, 'the error event');
+  t.same(errors, ['live query todos: subscription is broken']);
+
   // Broadcast and presence.
   t.equal(q.broadcast({ hi: 1 }), true);
   t.equal(q.track({ name: 'me' }), true);

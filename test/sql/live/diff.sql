@@ -6,13 +6,20 @@ select plan(26);
 
 select dblink_connect('listener', format('host=127.0.0.1 port=%s dbname=%s user=%s', current_setting('port'), current_database(), current_user));
 select dblink_exec('listener', 'listen lqs');
+-- The service's poller, by hand: re-runs (off the writer's path) commit on their own session.
+select dblink_connect('poller', format('host=127.0.0.1 port=%s dbname=%s user=%s', current_setting('port'), current_database(), current_user));
 
--- The messages received since the last call, in order.
+-- The messages received since the last call (after one poll), by query_id, each one's in order.
 create function pg_temp.msgs() returns jsonb language plpgsql as $$
 declare r jsonb;
 begin
+  perform dblink_exec('poller', $p$do $d$ begin
+    perform live_private.rerun_subscription('00000000-0000-0000-0000-000000000001', c.query_id)
+    from live_private.claim('00000000-0000-0000-0000-000000000001', 60000) c where c.group_id is null;
+  end $d$ $p$);
   perform pg_sleep(0.1);
-  select coalesce(jsonb_agg(extra::jsonb), '[]') into r from dblink_get_notify('listener') where notify_name = 'lqs';
+  select coalesce(jsonb_agg(x.extra::jsonb order by x.extra::jsonb ->> 'query_id', x.i), '[]') into r
+  from dblink_get_notify('listener') with ordinality as x(notify_name, be_pid, extra, i) where x.notify_name = 'lqs';
   return r;
 end $$;
 

@@ -12,9 +12,9 @@ revoke all on public.items, public.others from service_role;
 create view public.items_view as select * from public.items;
 
 -- Privileges
-select ok(has_function_privilege('service_role', 'live.subscribe(text, text, text, jsonb)', 'execute'), 'service_role may subscribe');
+select ok(has_function_privilege('service_role', 'live.subscribe(text, text, text, jsonb, jsonb)', 'execute'), 'service_role may subscribe');
 select ok(has_function_privilege('service_role', 'live.unsubscribe(text)', 'execute'), 'service_role may unsubscribe');
-select ok(not has_function_privilege('anon', 'live.subscribe(text, text, text, jsonb)', 'execute'), 'anon may not subscribe');
+select ok(not has_function_privilege('anon', 'live.subscribe(text, text, text, jsonb, jsonb)', 'execute'), 'anon may not subscribe');
 select ok(not has_function_privilege('authenticated', 'live.unsubscribe(text)', 'execute'), 'authenticated may not unsubscribe');
 select ok(not has_schema_privilege('anon', 'live_private', 'usage'), 'anon cannot use live_private');
 select ok(not has_table_privilege('service_role', 'live_private.subscriptions', 'select'), 'the registry is not readable by service_role');
