@@ -1,6 +1,1 @@
---!include live/registry.sql
---!include live/subscriptions.sql
---!include live/diff.sql
---!include live/presence.sql
---!include live/broken.sql
---!include live/rerun.sql
+-- Enter migration here
