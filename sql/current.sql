@@ -1,1 +1,1 @@
--- Enter migration here
+--!include dashboard/dashboard.sql

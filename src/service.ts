@@ -22,10 +22,11 @@ import { functionsArea } from './functions/index.ts';
 import { liveArea } from './live/index.ts';
 import { storageArea } from './storage/index.ts';
 import { siteArea } from './site/index.ts';
+import { dashboardArea } from './dashboard/index.ts';
 
 export type { Area, Deps };
 
-export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea, liveArea, storageArea, siteArea];
+export const AREAS: readonly Area[] = [healthArea, devArea, authArea, restArea, webhooksArea, functionsArea, liveArea, storageArea, dashboardArea, siteArea];
 
 export interface ServiceOptions {
   databaseUrl: string;
