@@ -6,6 +6,7 @@
 import t from 'tap';
 import { startApp, TEST_JWT_SECRET } from '../helpers/app.ts';
 import { setupToken } from '../../src/dashboard/index.ts';
+import { buildAssets, sizes } from '../../src/dashboard/assets.ts';
 import { PASSWORD, uniqueEmail } from '../auth/helpers.ts';
 
 const app = await startApp(t, { worker: false, env: { AUTH_RATE_LIMIT: '0' } });
@@ -124,4 +125,10 @@ t.test('DASHBOARD_ENABLED=false: no page, no endpoints', async (t) => {
   }
   const setup = await off.call('POST', '/api/dashboard/setup', { body: {} });
   t.equal(setup.status, 404);
+});
+
+t.test('the gzipped files stay within the 150 kB budget', async (t) => {
+  const total = sizes(await buildAssets()).at(-1)!;
+  t.equal(total.file, 'total');
+  t.ok(total.gzip > 5_000 && total.gzip <= 150 * 1024, `${total.gzip} bytes gzipped`);
 });
