@@ -1,1 +1,2 @@
 --!include dashboard/dashboard.sql
+--!include auth/admin_sessions.sql

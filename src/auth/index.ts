@@ -12,6 +12,7 @@ import { purgeExpired, schedulePurge } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
+import { registerAdminSessionRoutes } from './admin-sessions.ts';
 import { registerOAuthRoutes } from './oauth/index.ts';
 
 const PURGE_EVERY_SECONDS = 3600;
@@ -30,6 +31,7 @@ export const authArea: Area = {
     // Make the dummy hash now, so the first sign-in with an unknown address costs no more than any other.
     void dummyHash();
     registerAuthRoutes(app, deps);
+    registerAdminSessionRoutes(app, deps);
     registerOAuthRoutes(app, deps);
     // A pending purge keeps its time (preserve_run_at): restarts do not postpone it.
     await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS).catch((err: unknown) =>

@@ -17,6 +17,7 @@ export function UsersView() {
   const [page, setPage] = useState(0);
   const [form, setForm] = useState({ email: '', password: '', role: 'authenticated', confirmed: true });
   const [armed, setArmed] = useState<string | null>(null);
+  const [sessionsOf, setSessionsOf] = useState<User | null>(null);
   const action = useAction();
   const found = (users.data ?? []).filter((u) => (u.email ?? '').toLowerCase().includes(search.toLowerCase()) || u.id.startsWith(search));
   const shown = found.slice(page * PAGE, page * PAGE + PAGE);
@@ -72,8 +73,19 @@ export function UsersView() {
         caption={`Users (${found.length})`}
         rows={shown as unknown as Record<string, unknown>[]}
         columns={['email', 'role', 'created_at', 'id']}
-        actions={(u) =>
-          armed === u.id ? (
+        actions={(u) => (
+          <>
+            <button type="button" onClick={() => setSessionsOf(u as unknown as User)} aria-label={`Sessions of ${String(u.email ?? u.id)}`}>
+              Sessions
+            </button>{' '}
+            <button
+              type="button"
+              onClick={() => void action.run(() => call('PUT', `/auth/v1/admin/users/${u.id as string}`, { body: { email_confirm: true } }))}
+              aria-label={`Confirm the address of ${String(u.email ?? u.id)}`}
+            >
+              Confirm
+            </button>{' '}
+            {armed === u.id ? (
             <button
               type="button"
               class="danger"
@@ -91,8 +103,9 @@ export function UsersView() {
             <button type="button" onClick={() => setArmed(u.id as string)} aria-label={`Delete ${String(u.email ?? u.id)}`}>
               Delete
             </button>
-          )
-        }
+          )}
+          </>
+        )}
       />
       <div class="pager">
         <button type="button" disabled={page === 0} onClick={() => setPage(page - 1)}>
@@ -102,6 +115,53 @@ export function UsersView() {
           Next
         </button>
       </div>
+      {sessionsOf && <Sessions key={sessionsOf.id} user={sessionsOf} />}
     </section>
+  );
+}
+
+interface SessionRow {
+  id: string;
+  created_at: string;
+  refreshed_at: string | null;
+  expires_at: string | null;
+  revoked_at: string | null;
+  revoked_reason: string | null;
+}
+
+function Sessions({ user }: { user: User }) {
+  const sessions = useLoad(() => get<SessionRow[]>(`/auth/v1/admin/users/${user.id}/sessions`), [user.id]);
+  const action = useAction();
+  return (
+    <div>
+      <h3>Sessions of {user.email ?? user.id}</h3>
+      <ErrorLine error={sessions.error} />
+      <ErrorLine error={action.error} />
+      {sessions.data && (
+        <DataTable
+          caption="Sessions (refresh-token families), newest first"
+          rows={sessions.data as unknown as Record<string, unknown>[]}
+          actions={(s) =>
+            s.revoked_at === null ? (
+              <button
+                type="button"
+                class="danger"
+                onClick={() =>
+                  void action.run(async () => {
+                    await call('DELETE', `/auth/v1/admin/users/${user.id}/sessions/${s.id as string}`);
+                    sessions.reload();
+                  })
+                }
+                aria-label={`Revoke session ${s.id as string}`}
+              >
+                Revoke
+              </button>
+            ) : (
+              'ended'
+            )
+          }
+        />
+      )}
+    </div>
   );
 }
