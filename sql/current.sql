@@ -1,1 +1,2 @@
--- Enter migration here
+--!include dashboard/dashboard.sql
+--!include auth/admin_sessions.sql

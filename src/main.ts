@@ -16,6 +16,7 @@ import { createLogger } from './core/log.ts';
 import { runAllMigrations } from './core/migrate.ts';
 import { checkDatabase } from './core/preflight.ts';
 import { startService, type Service } from './service.ts';
+import { setupToken } from './dashboard/index.ts';
 import type { Embedded } from './core/embedded.ts';
 
 /** A start-up problem the operator must fix: one line, no stack. */
@@ -94,7 +95,7 @@ function fingerprint(key: string): string {
  * other start prints a fingerprint per key, since stdout is then usually a log collector
  * and the service-role key bypasses every policy for ten years.
  */
-function banner(url: string, embeddedUrl: string | null): string[] {
+function banner(url: string, embeddedUrl: string | null, setupLinkToken: string | null): string[] {
   const keys =
     embeddedUrl !== null
       ? [`ANON_KEY=${config.anonKey}`, `SERVICE_ROLE_KEY=${config.serviceRoleKey}`]
@@ -108,6 +109,10 @@ function banner(url: string, embeddedUrl: string | null): string[] {
     ...(embeddedUrl !== null ? [`DATABASE_URL=${embeddedUrl}  (embedded PostgreSQL, data in ${config.dataDir})`] : []),
     ...keys,
     `allowed origins (CORS and WebSockets): ${originsFor(config).describe()}`,
+    ...(config.dashboardEnabled ? [`dashboard: ${url}/_/`] : []),
+    ...(setupLinkToken !== null
+      ? [`no dashboard admin yet: create one within the hour at ${url}/_/#/setup?token=${setupLinkToken}  (single use)`]
+      : []),
     ...(config.devMode ? [`development mode: JWT_SECRET is unset; a generated secret is kept in ${config.dataDir}`] : []),
   ];
 }
@@ -136,7 +141,8 @@ try {
   }
   await checkDatabase(config.databaseDirectUrl ?? databaseUrl, config.anonymousRole);
   service = await startService(config, log, { databaseUrl });
-  process.stdout.write(banner(service.url, embedded ? databaseUrl : null).join('\n') + '\n');
+  const setup = config.dashboardEnabled ? await setupToken(service.db).catch(() => null) : null;
+  process.stdout.write(banner(service.url, embedded ? databaseUrl : null, setup).join('\n') + '\n');
 } catch (err) {
   // A problem the operator must fix (EmbeddedError, StartError) is one line, without a stack.
   if (!(err instanceof Error && (err.name === 'EmbeddedError' || err.name === 'StartError'))) log.fatal({ err }, 'start failed');

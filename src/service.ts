@@ -28,10 +28,11 @@ import { liveArea } from './live/index.ts';
 import { storageArea } from './storage/index.ts';
 import { siteArea } from './site/index.ts';
 import { opsArea } from './ops/index.ts';
+import { dashboardArea } from './dashboard/index.ts';
 
 export type { Area, Deps };
 
-export const AREAS: readonly Area[] = [healthArea, opsArea, devArea, authArea, restArea, webhooksArea, schedulesArea, functionsArea, liveArea, storageArea, siteArea];
+export const AREAS: readonly Area[] = [healthArea, opsArea, devArea, authArea, restArea, webhooksArea, schedulesArea, functionsArea, liveArea, storageArea, dashboardArea, siteArea];
 
 export interface ServiceOptions {
   databaseUrl: string;

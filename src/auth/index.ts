@@ -13,6 +13,7 @@ import { purgeAuditLog, purgeExpired, schedulePurge } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
+import { registerAdminSessionRoutes } from './admin-sessions.ts';
 import { registerOAuthRoutes } from './oauth/index.ts';
 
 const purge = periodic({
@@ -29,6 +30,7 @@ export const authArea: Area = {
     // Make the dummy hash now, so the first sign-in with an unknown address costs no more than any other.
     void dummyHash();
     registerAuthRoutes(app, deps);
+    registerAdminSessionRoutes(app, deps);
     registerOAuthRoutes(app, deps);
     // A pending purge keeps its time (preserve_run_at): restarts do not postpone it.
     await purge.start(deps);

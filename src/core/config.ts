@@ -82,6 +82,8 @@ export interface Config {
   s3: S3Config | null;
   enableSqlEndpoint: boolean;
   enableDemoEndpoint: boolean;
+  /** DASHBOARD_ENABLED: the dashboard at /_/ and its endpoints (default true). */
+  dashboardEnabled: boolean;
   requireAuthenticatedWs: boolean;
   allowedOrigins: readonly string[];
   allowPermissiveCors: boolean;
@@ -527,6 +529,7 @@ export function parseConfig(env: Env = process.env): Config {
     s3: s3Config(env, storageBackend),
     enableSqlEndpoint: bool(env, 'ENABLE_SQL_ENDPOINT', false),
     enableDemoEndpoint: bool(env, 'ENABLE_DEMO_ENDPOINT', false),
+    dashboardEnabled: bool(env, 'DASHBOARD_ENABLED', true),
     requireAuthenticatedWs: bool(env, 'REQUIRE_AUTHENTICATED_WS', false),
     allowedOrigins: Object.freeze(allowedOrigins),
     allowPermissiveCors: bool(env, 'ALLOW_PERMISSIVE_CORS', false),

@@ -1,0 +1,268 @@
+/// <reference lib="dom" />
+/**
+ * The dashboard in headless Chromium against a seeded plinth: the first admin made through
+ * the setup link, sign-in with an admin account, a refused non-admin, and every view with one
+ * action in each (a row inserted, edited and deleted; SQL run; a user created; a bucket made
+ * and an image uploaded and previewed; a webhook created and its delivery seen; a function
+ * invoked; a live subscriber appearing; a failed request in the logs; the settings). No
+ * console error on the way. Screenshots of every view go to .artifacts/dashboard/ (not
+ * committed) for a person to look at.
+ */
+import { mkdirSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import type { Page } from 'playwright-core';
+import WebSocket from 'ws';
+import { startApp } from '../helpers/app.ts';
+import { PASSWORD, uniqueEmail } from '../auth/helpers.ts';
+import { chromiumMissing, launch } from '../client/browser.ts';
+import { setupToken } from '../../src/dashboard/index.ts';
+
+const SHOTS = fileURLToPath(new URL('../../.artifacts/dashboard/', import.meta.url));
+// A 2×2 PNG.
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg==', 'base64');
+
+const missing = chromiumMissing();
+if (missing) {
+  t.plan(0, missing);
+} else {
+  await run();
+}
+
+async function run() {
+  mkdirSync(SHOTS, { recursive: true });
+  // A webhook receiver on loopback.
+  const received: string[] = [];
+  const receiver = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      received.push(body);
+      res.writeHead(200).end('ok');
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => receiver.close(() => r())));
+  const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+
+  const app = await startApp(t, { env: { AUTH_RATE_LIMIT: '0', ENABLE_SQL_ENDPOINT: 'true', FUNCTIONS_DIR: '/nonexistent/plinth-functions' } });
+  await app.db.sql
+    .unsafe(
+      `create table public.todos (id bigint generated always as identity primary key, title text not null, done boolean not null default false);
+       alter table public.todos enable row level security;
+       create policy todos_read on public.todos for select to authenticated using (true);
+       grant select on public.todos to authenticated;
+       insert into public.todos (title) values ('seeded');
+       create function public.echo(payload jsonb) returns jsonb language sql stable as $$ select jsonb_build_object('got', payload, 'role', auth.role()) $$;
+       grant execute on function public.echo(jsonb) to anon, service_role;
+       insert into edge.functions (name, runtime) values ('echo', 'plv8');
+       select live.subscribe('todo_titles', 'select title from public.todos');`,
+    )
+    .simple();
+  for (const path of ['/api/catalog/refresh', '/functions/v1/_refresh']) {
+    const r = await app.call('POST', path, { token: app.serviceKey });
+    if (r.status !== 200) throw new Error(`${path}: ${r.status}`);
+  }
+  const ctx = await launch(t);
+  const page = await ctx.newPage();
+  await page.setViewportSize({ width: 1280, height: 800 });
+  const consoleErrors: string[] = [];
+  page.on('console', (m) => m.type() === 'error' && consoleErrors.push(m.text()));
+  page.on('pageerror', (e) => consoleErrors.push(e.message));
+  const shot = (name: string) => page.screenshot({ path: `${SHOTS}${name}.png`, fullPage: true });
+  const view = async (name: string, heading: string) => {
+    await page.getByRole('link', { name: heading, exact: true }).click();
+    await page.getByRole('heading', { level: 2, name: heading, exact: true }).waitFor();
+  };
+  const email = uniqueEmail('admin');
+
+  await t.test('the setup link creates the first admin and signs in', async (t) => {
+    const token = await setupToken(app.service.db);
+    await page.goto(`${app.url}/_/#/setup?token=${token}`);
+    await shot('setup');
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Create admin and sign in' }).click();
+    await page.getByRole('heading', { level: 2, name: 'Tables' }).waitFor();
+    t.ok(await page.getByText(email).isVisible(), 'signed in as the new admin');
+  });
+
+  await t.test('Tables: columns, policies, grants; a row inserted, edited and deleted', async (t) => {
+    await page.getByRole('button', { name: /^todos/ }).click();
+    await page.getByRole('table', { name: 'Policies' }).getByText('todos_read').waitFor();
+    t.ok(await page.getByRole('table', { name: 'Grants per API role' }).getByRole('cell', { name: 'select, insert, update, delete', exact: true }).isVisible(), "service_role's grants");
+    t.ok(await page.getByText('GET /rest/v1/todos?select=*&limit=50&offset=0').isVisible(), 'the request is shown');
+    await page.getByRole('button', { name: 'Insert a row' }).click();
+    await page.getByLabel('New row (JSON)').fill('{"title": "from the dashboard"}');
+    await page.getByRole('button', { name: 'Insert', exact: true }).click();
+    await page.getByRole('cell', { name: 'from the dashboard', exact: true }).waitFor();
+    t.ok(await page.getByText(`insert into public.todos (title) values ('from the dashboard');`).isVisible(), 'the change as SQL');
+    await page.getByRole('button', { name: 'Edit row 2' }).click();
+    await page.getByLabel('Edit the row (JSON)').fill('{"title": "edited", "done": true}');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('cell', { name: 'edited', exact: true }).waitFor();
+    await shot('tables');
+    await page.getByRole('button', { name: 'Delete row 2' }).click();
+    await page.getByRole('cell', { name: 'edited', exact: true }).waitFor({ state: 'detached' });
+    const rows = await app.db.sql`select title from public.todos order by id`;
+    t.same(rows.map((r) => r.title), ['seeded'], 'the database saw every change');
+  });
+
+  await t.test('SQL: a statement runs through /api/sql', async (t) => {
+    await view('SQL', 'SQL');
+    await page.getByLabel(/^Statements/).fill('select 41 + 1 as answer');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.getByRole('cell', { name: '42', exact: true }).waitFor();
+    await shot('sql');
+    t.pass('42');
+  });
+
+  await t.test('Users: a user created, found and deleted', async (t) => {
+    await view('Users', 'Users');
+    const user = uniqueEmail('someone');
+    await page.getByLabel('Email', { exact: true }).fill(user);
+    await page.getByLabel('Password (optional)').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Create user' }).click();
+    await page.getByRole('cell', { name: user, exact: true }).waitFor();
+    await page.getByLabel('Search by email or id').fill('someone');
+    t.equal(await page.getByRole('table', { name: /^Users/ }).getByRole('row').count(), 2, 'the search keeps one user (and the header)');
+    const signedIn = await app.call('POST', '/auth/v1/token', { body: { grant_type: 'password', email: user, password: PASSWORD } });
+    t.equal(signedIn.status, 200, 'the new user signs in: one session');
+    await page.getByRole('button', { name: `Sessions of ${user}` }).click();
+    await page.getByRole('button', { name: /^Revoke session / }).click();
+    await page.getByRole('cell', { name: 'ended', exact: true }).waitFor();
+    await shot('users');
+    const refresh = await app.call('POST', '/auth/v1/token', { body: { grant_type: 'refresh_token', refresh_token: signedIn.body.refresh_token } });
+    t.equal(refresh.status, 401, 'the revoked session refreshes no more');
+    await page.getByRole('button', { name: `Delete ${user}` }).click();
+    await page.getByRole('button', { name: `Really delete ${user}` }).click();
+    await page.getByRole('cell', { name: user, exact: true }).waitFor({ state: 'detached' });
+  });
+
+  await t.test('Storage: a bucket created, an image uploaded, previewed and deleted', async (t) => {
+    await view('Storage', 'Storage');
+    await page.getByLabel('New bucket').fill('pictures');
+    await page.getByRole('button', { name: 'Create bucket' }).click();
+    await page.getByRole('heading', { level: 3, name: 'pictures' }).waitFor();
+    await page.getByLabel(/Upload files/).setInputFiles({ name: 'dot.png', mimeType: 'image/png', buffer: PNG });
+    await page.getByRole('cell', { name: 'dot.png', exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Preview dot.png' }).click();
+    const img = page.getByRole('img', { name: 'Preview of dot.png' });
+    await img.waitFor();
+    await page.waitForFunction(() => (document.querySelector('img.preview') as HTMLImageElement | null)?.naturalWidth === 2);
+    await shot('storage');
+    t.pass('the preview decoded');
+    await page.getByRole('button', { name: 'Delete dot.png' }).click();
+    await page.getByRole('cell', { name: 'dot.png', exact: true }).waitFor({ state: 'detached' });
+    await page.getByRole('button', { name: 'Delete bucket pictures' }).click();
+    await page.getByRole('button', { name: /^pictures/ }).waitFor({ state: 'detached' });
+  });
+
+  await t.test('Webhooks: one created, a write delivered, the delivery in its log', async (t) => {
+    await view('Webhooks', 'Webhooks');
+    await page.getByLabel('URL').fill(receiverUrl);
+    await page.getByLabel(/^Table/).fill('todos');
+    await page.getByRole('button', { name: 'Create webhook' }).click();
+    await page.getByRole('cell', { name: receiverUrl, exact: true }).waitFor();
+    await app.db.sql`insert into public.todos (title) values ('hooked')`;
+    const deadline = Date.now() + 30_000;
+    while (received.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    t.equal(received.length, 1, 'the receiver got the write');
+    await page.getByRole('button', { name: `Deliveries of ${receiverUrl}` }).click();
+    const refresh = page.getByRole('button', { name: 'Refresh' });
+    await until(page, async () => {
+      if (await page.getByRole('cell', { name: 'delivered', exact: true }).count()) return true;
+      await refresh.click();
+      return false;
+    });
+    await shot('webhooks');
+    t.pass('delivered, in the log');
+  });
+
+  await t.test('Functions: the catalog and an invocation', async (t) => {
+    await view('Functions', 'Functions');
+    await page.getByRole('button', { name: 'Invoke echo' }).click();
+    await page.getByLabel('JSON body').fill('{"hello": "dashboard"}');
+    await page.getByRole('button', { name: 'Invoke', exact: true }).click();
+    await page.getByText('Status 200').waitFor();
+    const body = await page.locator('.answer pre').textContent();
+    t.same(JSON.parse(body ?? 'null'), { got: { hello: 'dashboard' }, role: 'service_role' });
+    await page.getByLabel('Call as').selectOption('anon');
+    await page.getByRole('button', { name: 'Invoke', exact: true }).click();
+    await page.waitForFunction(() => document.querySelector('.answer pre')?.textContent?.includes('"anon"'), null, { timeout: 5000 }).catch(async () => {
+      t.fail(`anon answer: ${await page.locator('.answer').textContent()}`);
+    });
+    await shot('functions');
+  });
+
+  await t.test('Live: a subscriber appears', async (t) => {
+    await view('Live', 'Live');
+    await page.getByRole('cell', { name: 'todo_titles', exact: true }).first().waitFor();
+    const ws = new WebSocket(`${app.url.replace('http', 'ws')}/ws/todo_titles?apikey=${app.serviceKey}`);
+    t.teardown(() => ws.close());
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    await page.getByRole('table', { name: /^Open sockets/ }).getByRole('cell', { name: 'todo_titles', exact: true }).waitFor({ timeout: 15_000 });
+    await shot('live');
+    t.pass('the socket is listed');
+  });
+
+  await t.test('Logs: a failed request is listed', async (t) => {
+    const failed = await app.call('GET', '/rest/v1/no_such_table', { token: app.serviceKey });
+    t.equal(failed.status, 404);
+    await view('Logs', 'Logs');
+    await page.getByLabel('Status').fill('404');
+    await page.getByRole('cell', { name: /no_such_table/ }).first().waitFor();
+    await shot('logs');
+  });
+
+  await t.test('Settings: read-only configuration', async (t) => {
+    await view('Settings', 'Settings');
+    await page.getByRole('table', { name: 'Features' }).waitFor();
+    t.ok(await page.getByRole('cell', { name: '0.1.0', exact: true }).isVisible(), 'the version');
+    t.notOk((await page.content()).includes(app.serviceKey), 'no secret on the page');
+    await shot('settings');
+  });
+
+  await t.test('usable at 390 px wide', async (t) => {
+    await page.setViewportSize({ width: 390, height: 800 });
+    await view('Tables', 'Tables');
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    t.ok(overflow <= 0, `no horizontal scroll of the page (${overflow} px)`);
+    await shot('tables-390');
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  await t.test('sign out, sign in with the admin account; a non-admin is refused', async (t) => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    const other = uniqueEmail('plain');
+    const made = await app.call('POST', '/auth/v1/signup', { body: { email: other, password: PASSWORD } });
+    t.equal(made.status, 201);
+    const form = page.getByRole('form', { name: 'Sign in' });
+    await form.getByLabel('Email').fill(other);
+    await form.getByLabel('Password').fill(PASSWORD);
+    await form.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').getByText(/only service_role accounts can open the dashboard/).waitFor();
+    await shot('refused');
+    await form.getByLabel('Email').fill(email);
+    await form.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 2, name: 'Tables' }).waitFor();
+    t.pass('the admin is back in');
+  });
+
+  t.test('no console error on the way', async (t) => {
+    t.same(consoleErrors, []);
+  });
+}
+
+async function until(page: Page, fn: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await page.waitForTimeout(200);
+  }
+}
