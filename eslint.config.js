@@ -23,6 +23,9 @@ const RAW_SQL_FILES = [
   // The request transport: the claims statement it puts in front of every request's work.
   'src/core/db.ts',
   'src/core/lane/*.ts',
+  // The live poller: a registered live query's own text (registered through live.subscribe,
+  // which only the service role and the owner may call), re-run on the subscriber's lane.
+  'src/live/poller.ts',
   // The ten-instance check sets up its schema as a DBA does, with DDL text (as the tests do).
   'scripts/scale-ten.ts',
 ];

@@ -14,7 +14,7 @@ const out = process.argv.indexOf('--out');
 if (out !== -1 && process.argv[out + 1]) {
   const dir = process.argv[out + 1];
   mkdirSync(dir, { recursive: true });
-  for (const [name, a] of Object.entries(assets)) writeFileSync(join(dir, name), a.body);
+  for (const name of Object.keys(assets) as (keyof typeof assets)[]) writeFileSync(join(dir, name), assets[name].body);
 }
 const rows = sizes(assets);
 for (const r of rows) process.stdout.write(`${r.file.padEnd(12)} ${String(r.bytes).padStart(8)} B  ${String(r.gzip).padStart(7)} B gzipped\n`);

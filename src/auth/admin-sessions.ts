@@ -3,7 +3,7 @@
  * families, end one, confirm an address. The dashboard's Users view uses them; the SQL
  * functions (sql/fixtures/auth/admin_sessions.sql) own the rows.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../core/area.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';

@@ -145,14 +145,14 @@ export class Metrics {
   /** One answered request: a few map lookups and additions, no allocation once its series exist. */
   request(method: string, route: string, status: number, seconds: number): void {
     let byRoute = this.requests.get(method);
-    if (byRoute === undefined) this.requests.set(method, (byRoute = new Map()));
+    if (byRoute === undefined) this.requests.set(method, (byRoute = new Map<string, Map<number, RequestSeries>>()));
     let byStatus = byRoute.get(route);
-    if (byStatus === undefined) byRoute.set(route, (byStatus = new Map()));
+    if (byStatus === undefined) byRoute.set(route, (byStatus = new Map<number, RequestSeries>()));
     let r = byStatus.get(status);
     if (r === undefined) byStatus.set(status, (r = { labels: { method, route, status: String(status) }, count: 0 }));
     r.count++;
     let dByRoute = this.durations.get(method);
-    if (dByRoute === undefined) this.durations.set(method, (dByRoute = new Map()));
+    if (dByRoute === undefined) this.durations.set(method, (dByRoute = new Map<string, DurationSeries>()));
     let d = dByRoute.get(route);
     if (d === undefined) dByRoute.set(route, (d = { labels: { method, route }, buckets: new Float64Array(HTTP_BUCKETS.length), sum: 0, count: 0 }));
     d.count++;

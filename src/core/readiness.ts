@@ -16,7 +16,7 @@ const checks = new WeakMap<FastifyInstance, Map<string, ReadinessCheck>>();
 /** Add (or replace) the check `name` of this service instance. */
 export function addReadinessCheck(app: FastifyInstance, name: string, check: ReadinessCheck): void {
   let m = checks.get(app);
-  if (!m) checks.set(app, (m = new Map()));
+  if (!m) checks.set(app, (m = new Map<string, ReadinessCheck>()));
   m.set(name, check);
 }
 

@@ -92,7 +92,7 @@ export async function startTracing(config: RuntimeConfig, log: Logger): Promise<
   };
   const handle = (r: Recorded): SpanHandle => ({
     end(err?: unknown) {
-      if (err !== undefined) r.error = err instanceof Error ? err.message : String(err);
+      if (err !== undefined) r.error = err instanceof Error ? err.message : typeof err === 'string' ? err : 'error';
       finish(r);
     },
   });
@@ -135,8 +135,8 @@ export async function startTracing(config: RuntimeConfig, log: Logger): Promise<
     exporting = exporting.then(
       () =>
         new Promise<void>((resolve) => {
-          exporter.export(batch.map(toReadable) as never, (result) => {
-            if (result.code !== 0) log.debug({ err: result.error }, 'OpenTelemetry: export failed');
+          exporter.export(batch.map(toReadable), (result) => {
+            if (result.error !== undefined) log.debug({ err: result.error }, 'OpenTelemetry: export failed');
             resolve();
           });
         }),

@@ -104,7 +104,9 @@ export const dashboardArea: Area = {
       const registry = JSON.parse(r.t) as { queries: { query_id: string }[]; sockets?: Record<string, number> };
       // WebSocket clients connected to this instance, per query id or channel (the live area's hub).
       const hub = (app as unknown as { live?: { hub: { channels: Map<string, Set<unknown>> } } }).live?.hub;
-      registry.sockets = Object.fromEntries([...(hub?.channels ?? new Map<string, Set<unknown>>())].map(([id, set]) => [id, set.size]).filter(([, n]) => (n as number) > 0));
+      const sockets: Record<string, number> = {};
+      for (const [id, set] of hub?.channels ?? new Map<string, Set<unknown>>()) if (set.size > 0) sockets[id] = set.size;
+      registry.sockets = sockets;
       return reply.send(registry);
     });
 

@@ -168,7 +168,7 @@ export class LiveService {
       listener.listen(this.bcChannel, (p) => this.onEvent(p)),
     ]).then(
       (hs) => {
-        this.unlisten = hs.map((h) => h.unlisten);
+        this.unlisten = hs.map((h) => () => h.unlisten());
         if (this.closed) for (const u of this.unlisten) void u();
       },
       (err: unknown) => this.deps.log.warn({ err }, 'live listener stopped'),
@@ -251,7 +251,7 @@ export class LiveService {
     }
     let msg: { type?: unknown; query_id?: unknown; seq?: unknown };
     try {
-      msg = JSON.parse(payload);
+      msg = JSON.parse(payload) as typeof msg;
     } catch {
       return;
     }
@@ -286,7 +286,7 @@ export class LiveService {
     this.deps.metrics.liveNotifies.inc();
     let ev: { channel?: unknown; msg?: unknown };
     try {
-      ev = JSON.parse(payload);
+      ev = JSON.parse(payload) as typeof ev;
     } catch {
       return;
     }
@@ -398,7 +398,7 @@ export class LiveService {
    * change after that reaches it as a delta.
    */
   private async joinGroup(channel: string, cred: Credential): Promise<Admission> {
-    let joined: q.Joined | null = null;
+    let joined: q.Joined | null;
     for (let attempt = 1; ; attempt++) {
       try {
         joined = await q.joinGroup(this.sql, this.instanceId, channel, cred.role, cred.claims);
@@ -491,7 +491,7 @@ export class LiveService {
       if (isBinary) return;
       let msg: { type?: unknown; payload?: unknown; state?: unknown };
       try {
-        msg = JSON.parse(String(data));
+        msg = JSON.parse(Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.concat(Array.isArray(data) ? data : [Buffer.from(data)]).toString('utf8')) as typeof msg;
       } catch {
         return;
       }
@@ -651,7 +651,7 @@ export const liveArea: Area = {
       wsHandler: (socket, req) => {
         const admission = admitted.get(req);
         if (admission === undefined) return socket.close(1011, 'not admitted'); // every upgrade passes preValidation first
-        svc.connect(socket, (req.params as { query_id: string }).query_id, admission);
+        svc.connect(socket, req.params.query_id, admission);
       },
     });
 

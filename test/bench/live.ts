@@ -258,7 +258,7 @@ async function livePerSubscriber(c: CustomContext): Promise<CustomResult> {
             });
             ws.on('message', (data) => {
               const t = now();
-              const text = String(data);
+              const text = (data as Buffer).toString();
               if (!text.startsWith('{"seq"') && !text.startsWith('{"query_id"')) return;
               const m = JSON.parse(text) as { inserted?: { sent: number }[] };
               for (const r of m.inserted ?? []) arrivals.push([r.sent, t]);

@@ -66,8 +66,12 @@ t.test('traces reach an OTLP collector', async (t) => {
 });
 
 t.test('without the endpoint no OpenTelemetry code is loaded', async (t) => {
-  const { readFileSync, readdirSync, statSync } = await import('node:fs');
-  const { join } = await import('node:path');
+  const fs = await import('node:fs');
+  const path = await import('node:path');
+  const join = (...parts: string[]) => path.join(...parts);
+  const readFileSync = (p: string, enc: 'utf8') => fs.readFileSync(p, enc);
+  const readdirSync = (d: string) => fs.readdirSync(d);
+  const statSync = (p: string) => fs.statSync(p);
   const src = new URL('../../src', import.meta.url).pathname;
   const walk = (d: string): string[] => readdirSync(d).flatMap((n) => (statSync(join(d, n)).isDirectory() ? walk(join(d, n)) : n.endsWith('.ts') ? [join(d, n)] : []));
   const users = walk(src).filter((f) => /from '@opentelemetry\//.test(readFileSync(f, 'utf8')));
