@@ -110,8 +110,11 @@ function banner(url: string, embeddedUrl: string | null, setupLinkToken: string 
     ...keys,
     `allowed origins (CORS and WebSockets): ${originsFor(config).describe()}`,
     ...(config.dashboardEnabled ? [`dashboard: ${url}/_/`] : []),
+    // The link is a credential, printed where the keys are (see above); elsewhere, how to get in.
     ...(setupLinkToken !== null
-      ? [`no dashboard admin yet: create one within the hour at ${url}/_/#/setup?token=${setupLinkToken}  (single use)`]
+      ? embeddedUrl !== null
+        ? [`no dashboard admin yet: create one within the hour at ${url}/_/#/setup?token=${setupLinkToken}  (single use)`]
+        : ['no dashboard admin yet: sign in to the dashboard with the service-role key, or create a service_role account (POST /auth/v1/admin/users)']
       : []),
     ...(config.devMode ? [`development mode: JWT_SECRET is unset; a generated secret is kept in ${config.dataDir}`] : []),
   ];

@@ -20,6 +20,7 @@ import type { Logger } from './log.ts';
 import { hooks as spanHooks } from './spans.ts';
 import { CLAIMS_SQL } from './lane/client.ts';
 import { ConnectionBudget } from './lane/budget.ts';
+import { LaneError } from './lane/client.ts';
 import { budgetedPool, CONNECT_TIMEOUT_S, RoleLanes, reconnectBackoff, type Sql } from './lane/lanes.ts';
 import { Listener } from './listener.ts';
 import { laneSql, type LaneQuery, type LaneSql, type Row, type Rows } from './lane/sql.ts';
@@ -250,7 +251,7 @@ export class Db {
     const lanes = this.lanesFor(ctx.role);
     let timeout = this.timeoutFor(ctx.role);
     if (typeof timeout === 'object' && timeout !== null) timeout = await timeout;
-    const c = await lanes.txn.reserve();
+    const c = await this.reserveWithin(lanes.txn);
     try {
       const setup = Promise.all([c`begin`.execute(), c.unsafe(CLAIMS_SQL, [ctx.claims, timeout, ctx.requestId ?? null], { prepare: true }).execute()]);
       const work = fn(c);
@@ -268,6 +269,31 @@ export class Db {
       return result;
     } finally {
       c.release();
+    }
+  }
+
+  /**
+   * A reserved connection of a role's transaction pool, or `DB_BUSY` (503 `database busy`)
+   * when none comes within the budget's wait and a second more: the driver's reservation can
+   * be left waiting when the connection it was promised fails to open, and a request must
+   * never hang. A reservation that arrives late goes straight back to the pool.
+   */
+  private async reserveWithin(pool: Sql): Promise<ReservedSql> {
+    let timer: NodeJS.Timeout | undefined;
+    let late = false;
+    const reserved = pool.reserve();
+    const expired = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        late = true;
+        this.budget.refusedAt = performance.now();
+        reject(new LaneError('no database connection became free in time', 'DB_BUSY'));
+      }, this.budget.timeoutMs + 1000);
+    });
+    try {
+      return (await Promise.race([reserved, expired])) as ReservedSql;
+    } finally {
+      clearTimeout(timer);
+      if (late) void reserved.then((c) => c.release(), () => {});
     }
   }
 

@@ -306,8 +306,9 @@ const MESSAGES = new Set([
   'invalid or expired token',
   'missing credentials',
   'request header fields too large',
+  'none of the accepted media types can be produced',
 ]);
-const PATTERNS = [/^operation .* is not allowed: /s, /^duplicate operation id /s, /^too many operations: at most \d+ \(MAX_BATCH_OPERATIONS\)$/, /^unresolved template \{\{/];
+const PATTERNS = [/^duplicate output name in select: .*; give one an alias$/s, /^operation .* is not allowed: /s, /^duplicate operation id /s, /^too many operations: at most \d+ \(MAX_BATCH_OPERATIONS\)$/, /^unresolved template \{\{/];
 
 function plinthMessage(m: unknown, mayRaise: boolean): boolean {
   if (typeof m !== 'string') return false;
@@ -347,7 +348,11 @@ function judge(req: Req, status: number, text: string): string {
 }
 
 t.test(`fuzz: ${COUNT} requests from seed ${SEED}`, async (t) => {
-  const app = await restApp(t);
+  // A budget well above six requests at once over three API roles. With the budget spent, a
+  // batch's transaction connection can fail to arrive (an open defect of the connection
+  // budget with the driver's reservations: such a request now gets 503 `database busy`
+  // after DB_POOL_TIMEOUT_MS instead of waiting for ever); this test is about the grammar.
+  const app = await restApp(t, { env: { DB_POOL_SIZE: '20' } });
   await app.db.sql.unsafe(SEED_SQL).simple();
   const port = Number(new URL(app.url).port);
   const user = await userToken(USER_A);

@@ -120,7 +120,7 @@ t.test('operations', async (t) => {
   await t.test('/ready turns 503 when draining', async (t) => {
     const ok = await app.call('GET', '/ready');
     t.same([ok.status, ok.body.status], [200, 'ready']);
-    t.same(ok.body.checks, { draining: 'ok', database: 'ok', migrations: 'ok' });
+    t.same(ok.body.checks, { draining: 'ok', database: 'ok', connections: 'ok', migrations: 'ok' });
     t.equal((await app.call('GET', '/health')).status, 200);
     app.service.drain();
     const draining = await app.call('GET', '/ready');

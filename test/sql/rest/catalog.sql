@@ -32,7 +32,7 @@ select is(
   '["id", "name", "tags", "mood"]'::jsonb, 'columns in attnum order');
 select is(
   (select c - 'description' from rels, jsonb_array_elements(r -> 'columns') c where r ->> 'name' = 't_parent' and c ->> 'name' = 'name'),
-  '{"name": "name", "type": "character varying(20)", "cast": "pg_catalog.\"varchar\"", "base": "varchar", "category": "S", "elem": null, "nullable": false, "has_default": false, "generated": false}'::jsonb,
+  '{"name": "name", "type": "character varying(20)", "cast": "pg_catalog.\"varchar\"", "base": "varchar", "category": "S", "elem": null, "nullable": false, "has_default": false, "default": null, "generated": false}'::jsonb,
   'a column: people''s type with typmod, cast name without');
 select is((select c ->> 'description' from rels, jsonb_array_elements(r -> 'columns') c where r ->> 'name' = 't_parent' and c ->> 'name' = 'name'), 'the name', 'column comments');
 select is(
