@@ -1,2 +1,1 @@
---!include dashboard/dashboard.sql
---!include auth/admin_sessions.sql
+-- Enter migration here
