@@ -1,6 +1,5 @@
 /**
- * Live queries, broadcast and presence over WebSocket (interface §4.9, §6.2, §7.3, §8;
- * contract §5).
+ * Live queries, broadcast and presence over WebSocket (docs/api/live.md).
  *
  * - `GET /ws/{query_id}` (upgrade): every refusal is an HTTP response before the upgrade
  *   with an `{error}` body. Then `{type: subscribed, query_id, client_id}` and what
@@ -349,7 +348,7 @@ export class LiveService {
     return false;
   }
 
-  /** The checks shared by the upgrade and the presence endpoint (interface §4.9 rules 1–3). */
+  /** The checks shared by the upgrade and the presence endpoint (docs/api/live.md). */
   async admit(req: FastifyRequest, channel: string, upgrade: boolean): Promise<Admission> {
     if (!this.originAllowed(req)) throw LIVE_ERRORS.origin();
     if (upgrade) {

@@ -79,7 +79,7 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
     if (!rel.deletable) throw REST_ERRORS.methodNotAllowed();
   }
   if (req.method === 'PATCH' || req.method === 'DELETE') {
-    // A filter is required (interface §4.3; contract §8), and paging a write is refused
+    // A filter is required (docs/api/rest.md), and paging a write is refused
     // rather than silently ignored.
     if (q.filters.length === 0 && q.logic.length === 0) throw ERRORS.invalidRequest();
     if (q.limit !== null || q.offset !== null) throw ERRORS.invalidRequest();

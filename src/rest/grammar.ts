@@ -1,5 +1,5 @@
 /**
- * PostgREST-style query grammar (interface §4.3, contract §8–§9) → AST.
+ * PostgREST-style query grammar (docs/api/rest.md) → AST.
  *
  * The parser knows nothing about the catalog: it checks syntax only. The compiler
  * checks names against the schema cache (unknown → 400 `unknown column in request`)
@@ -61,7 +61,7 @@ export class GrammarError extends Error {
 
 /** Embeds may nest this many levels below the top-level table. */
 export const MAX_EMBED_DEPTH = 3;
-/** Nesting limit for and()/or() groups (guards the recursion; not part of the contract). */
+/** Nesting limit for and()/or() groups (guards the recursion; not part of the API). */
 export const MAX_LOGIC_DEPTH = 32;
 /** Aliases become output names, which PostgreSQL would cut at 63 bytes: longer is refused. */
 export const MAX_ALIAS_BYTES = 63;

@@ -272,7 +272,7 @@ export function hasResultColumns(cat: Catalog, name: string): boolean {
 }
 
 /**
- * Resolve by name and the set of argument names given (contract §9): a candidate takes
+ * Resolve by name and the set of argument names given (docs/api/rest.md): a candidate takes
  * every given name and is given every input without a default. None with that name in
  * public → 404 `function not found`; no candidate or several → 400 `invalid request`.
  * A function whose only input is an unnamed json/jsonb argument takes the whole POST body.

@@ -135,7 +135,7 @@ function send(reply: FastifyReply, out: Outcome, singular: boolean, csv = false)
   return sendJsonText(reply, out.status, out.body);
 }
 
-/** Any credential present, for Cache-Control (interface §4.4 rule 5). */
+/** Any credential present, for Cache-Control (docs/api/rest.md). */
 function credentialPresent(req: FastifyRequest): boolean {
   const h = req.headers;
   if (h.authorization || h.apikey) return true;
@@ -208,7 +208,7 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
       try {
         p = prepareRpc(cat, { method, name: req.params.name, query, count: prefer.count });
       } catch (err) {
-        // `token` in the query string marks a credential for caching (§4.4 rule 5); it is an
+        // `token` in the query string marks a credential for caching (docs/api/rest.md); it is an
         // argument only for a function that takes one.
         const sp = new URLSearchParams(query);
         if (!(err instanceof AppError) || err.status !== 400 || !sp.has('token')) throw err;

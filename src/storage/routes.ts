@@ -147,7 +147,7 @@ function cacheControlOf(v: unknown): string | null {
 }
 
 /**
- * The multipart part `file` as a stream (contract §7), or the file part without a name
+ * The multipart part `file` as a stream (docs/api/storage.md), or the file part without a name
  * (storage-js sends a Blob so); other parts are skipped, but the field `cacheControl`
  * before the file is kept.
  */

@@ -141,7 +141,7 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, f
     if (item.cast !== undefined) expr = `(${expr})::${CASTS[item.cast]}`;
     return `${expr} as ${ident(out)}`;
   }
-  // Embed: one relationship between the two tables (interface §4.3, embedding rules), picked
+  // Embed: one relationship between the two tables (docs/api/rest.md), picked
   // by the hint when there are several.
   const r = resolveEmbed(st.cat, rel, item);
   const k = ++st.n;
@@ -200,7 +200,7 @@ function selectItem(st: State, rel: Relation, item: SelectItem, alias: string, f
   }
   const out = item.alias ?? item.relation;
   if (names) names.push(out);
-  // to-one: the row or null; to-many: an array, [] when none (contract §9).
+  // to-one: the row or null; to-many: an array, [] when none (docs/api/rest.md).
   return r.toOne
     ? `(select to_json(${e}) from (${sub}) ${e}) as ${ident(out)}`
     : `(select coalesce(json_agg(${e}), '[]') from (${sub}) ${e}) as ${ident(out)}`;
@@ -360,7 +360,7 @@ export function rpcCall(fn: Func, argSql: readonly string[]): string {
 }
 
 /**
- * Shape the call's result: bare value, array for sets, null for void (interface §4.4 rule 2).
+ * Shape the call's result: bare value, array for sets, null for void (docs/api/rest.md).
  * Exported for the plv8 path of edge functions (src/functions), which shapes alike.
  */
 export function rpcSelect(fn: Pick<Func, 'returnsSet' | 'returnKind'>, call: string, from: string): string {

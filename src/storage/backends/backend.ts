@@ -1,5 +1,5 @@
 /**
- * The one small interface every storage back end implements (issue 13 item 4): `put` as a
+ * The one small interface every storage back end implements: `put` as a
  * stream, `get` as a stream with an optional byte range, `delete`.
  *
  * An object's bytes are addressed by (bucket, name, id): the id is the metadata row's,
