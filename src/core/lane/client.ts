@@ -428,6 +428,10 @@ class Unit extends (pg.Query as unknown as new (config: { text: string }) => obj
     this.settled = true;
     this.lane.done();
     const e = LaneError.of(err);
+    // A FATAL error (the backend terminated, 57P01 …) ends the session: the server closes the
+    // socket next. The connection takes no more units from now, not only once its end event
+    // has come (a unit sent in between would meet a reset socket instead).
+    if (e.severity === 'FATAL' || e.severity === 'PANIC') this.lane.closed = true;
     // A statement this unit parsed and that may not exist now (its reply did not come as far
     // as its description) is parsed afresh by the next unit.
     if (this.parsedClaims && !this.claimsDone) this.lane.drop(this.parsedClaims);
