@@ -97,21 +97,7 @@ function signingKey(secret: string): Promise<webcrypto.CryptoKey> {
 
 /** An HS256 access token with the claims of docs/api/overview.md, valid `ttl` seconds. */
 export async function signAccessToken(secret: string, claims: AccessTokenClaims, ttl: number, now = Math.floor(Date.now() / 1000)): Promise<string> {
-  const key = await signingKey(secret);
-  return new SignJWT({
-    role: claims.role,
-    email: claims.email,
-    aud: 'authenticated',
-    session_id: claims.session_id,
-    is_anonymous: claims.is_anonymous,
-    aal: claims.aal,
-    amr: claims.amr,
-  })
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setSubject(claims.sub)
-    .setIssuedAt(now)
-    .setExpirationTime(now + ttl)
-    .sign(key);
+  return signClaims(secret, accessTokenClaims(claims, ttl, now));
 }
 
 /** The whole payload signAccessToken would sign: what the access-token hook is shown. */
