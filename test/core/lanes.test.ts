@@ -265,11 +265,12 @@ t.test('statement timeout: per API role, from the database, mapped as §7.2', as
 t.test('cancelAll cancels running request statements', async (t) => {
   const db = app.service.db;
   const ctx: RequestContext = { role: 'service_role', claims: '{"role":"service_role"}', claimsObject: { role: 'service_role' } };
-  const running = db.withContext(ctx, (c) => c`select pg_sleep(5)`).then(
+  // Long enough that a loaded machine cannot finish it before it is found and cancelled.
+  const running = db.withContext(ctx, (c) => c`select pg_sleep(60)`).then(
     () => 'finished',
     (e: { code?: string }) => e.code,
   );
-  const deadline = Date.now() + 5000;
+  const deadline = Date.now() + 30_000;
   let cancelled = 0;
   while (cancelled === 0 && Date.now() < deadline) cancelled = await db.cancelAll();
   t.equal(cancelled, 1, 'one statement cancelled');
