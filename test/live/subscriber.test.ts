@@ -245,6 +245,20 @@ t.test('the fast path applies per group: the transition rows filtered under each
   for (const c of [a1, a2, b1, b2, anon, mineA, notesA]) c.close();
 });
 
+t.test('the fast path per group checks the role\'s privileges: a role that lost them loses its group', async (t) => {
+  const app = await startApp(t, { worker: false });
+  await schema(app);
+  const sql = app.db.sql;
+  const c = await open(app, '/ws/todos', { query: { token: await userToken(1) } });
+  t.equal((await c.next()).type, 'subscribed');
+  await settled(sql, 'the group to settle');
+  await sql.unsafe('revoke select on public.todos from authenticated');
+  await sql`insert into public.todos values (1, ${uuid(1)}, 'ada 1')`;
+  t.same(await c.next(), { type: 'error', query_id: 'todos', error: 'permission denied for this live query' }, 'told');
+  t.equal((await c.closed).code, 4002, 'and closed with 4002');
+  t.equal(rows(c).length, 0, 'the row never reached it');
+});
+
 t.test('two instances: one re-run per group, deltas in order on both, no seq gap', async (t) => {
   const a = await startApp(t, { worker: false });
   const b = await startApp(t, { db: a.db, worker: false });
