@@ -130,7 +130,7 @@ export interface Config {
   /** Seconds between WebSocket pings; a client that missed the previous pong is closed. */
   wsPingInterval: number;
   liveChannel: string;
-  /** LIVE_RERUN_MAX_MS: the longest a committed change waits before its re-run starts (the poll interval when idle). */
+  /** LIVE_RERUN_MAX_MS: while live-query changes keep coming, how often the poller also checks for them (it wakes on a writer's notification). */
   liveRerunMaxMs: number;
   /** LIVE_MAX_GROUPS: groups of subscribers per `as: subscriber` subscription. */
   liveMaxGroups: number;

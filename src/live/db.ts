@@ -71,21 +71,39 @@ export interface Claimed {
   query_id: string;
   role: string | null;
   claims: string | null;
+  /** The group's query to re-run, or on the fast path its statement over `ins` and `del`. */
   query: string | null;
+  /** The fast path: `ins` and `del` are the rows (jsonb arrays as text) the group has not seen. */
+  fast: boolean;
+  ins: string | null;
+  del: string | null;
+  /** The snapshot `ins` and `del` were read in. */
+  snap: string | null;
 }
 
-/** On the listener's connection: the poll runs every LIVE_RERUN_MAX_MS and must keep no request connection from idling out. */
-export async function claim(listener: Listener, instanceId: string, leaseMs: number): Promise<Claimed[]> {
-  return await listener.query<Claimed & Record<string, unknown>>('select group_id::text, query_id, role, claims, query from live_private.claim($1, $2::int)', [instanceId, leaseMs]);
+/** The poll; rare while idle (the pollers sleep until a writer wakes them). */
+export async function claim(sql: Sql, instanceId: string, leaseMs: number): Promise<Claimed[]> {
+  return await sql<Claimed[]>`select group_id::text, query_id, role, claims, query, fast, ins, del, snap from live_private.claim(${instanceId}, ${leaseMs}::int)`;
 }
 
 export async function rerunSubscription(sql: Sql, instanceId: string, queryId: string): Promise<void> {
   await sql`select live_private.rerun_subscription(${instanceId}, ${queryId})`;
 }
 
-/** Each group's new result (JSON text) or its error, in one round trip. */
-export async function publishGroups(sql: Sql, instanceId: string, ids: string[], results: (string | null)[], errors: (string | null)[]): Promise<void> {
-  await sql`select live_private.publish_groups(${instanceId}, ${ids}::bigint[], ${results as string[]}::text[]::jsonb[], ${errors as string[]}::text[])`;
+/** What the lanes of leased groups returned, in one round trip: a result or a delta (JSON text), its snapshot, or an error. */
+export interface GroupOutcome {
+  id: string;
+  result: string | null;
+  ins: string | null;
+  del: string | null;
+  snap: string | null;
+  error: string | null;
+}
+
+export async function publishGroups(sql: Sql, instanceId: string, outcomes: GroupOutcome[]): Promise<void> {
+  const col = <K extends keyof GroupOutcome>(k: K) => outcomes.map((o) => o[k]) as string[];
+  await sql`select live_private.publish_groups(${instanceId}, ${col('id')}::bigint[], ${col('result')}::text[]::jsonb[], ${col('error')}::text[],
+    ${col('snap')}::text[], ${col('ins')}::text[]::jsonb[], ${col('del')}::text[]::jsonb[])`;
 }
 
 export interface Joined {
@@ -103,8 +121,8 @@ export async function joinGroup(sql: Sql, instanceId: string, queryId: string, r
   return row ? { ...row, seq: Number(row.seq) } : null;
 }
 
-export async function initGroup(sql: Sql, groupId: string, rows: string): Promise<number> {
-  const [row]: [{ seq: string | null }?] = await sql`select live_private.init_group(${groupId}::bigint, ${rows}::text::jsonb)::text as seq`;
+export async function initGroup(sql: Sql, groupId: string, rows: string, snap: string): Promise<number> {
+  const [row]: [{ seq: string | null }?] = await sql`select live_private.init_group(${groupId}::bigint, ${rows}::text::jsonb, ${snap})::text as seq`;
   return Number(row?.seq ?? 0);
 }
 

@@ -165,6 +165,8 @@ export class LiveService {
     void Promise.all([
       listener.listen(this.deps.config.liveChannel, (p) => this.onDelta(p), onlisten),
       listener.listen(this.bcChannel, (p) => this.onEvent(p)),
+      // A writer's wake-up for the poller (live_private.wake): `<LIVE_CHANNEL>_wake`.
+      listener.listen(`${this.deps.config.liveChannel.slice(0, 58)}_wake`, () => this.poller.wake()),
     ]).then(
       (hs) => {
         this.unlisten = hs.map((h) => () => h.unlisten());
@@ -224,6 +226,7 @@ export class LiveService {
       try {
         // A restart loses the writers' unlogged marks: everything re-run is re-run once.
         await q.markAllDirty(this.sql);
+        this.poller.wake();
         if (this.hub.routes.size === 0) return;
         const current = await q.routeSeqs(this.sql, [...this.hub.routes.keys()]);
         for (const [route, seq] of current) {
@@ -414,7 +417,7 @@ export class LiveService {
     this.pendingGroups.set(joined.group_id, Date.now());
     let seq = joined.seq;
     if (joined.needs_init) {
-      let result: { rows: string; n: number };
+      let result: { rows: string; n: number; snap: string };
       try {
         result = await runAs(this.deps, cred.role, joined.group_claims, joined.query);
       } catch (err) {
@@ -423,10 +426,11 @@ export class LiveService {
       }
       if (result.n > this.deps.config.liveMaxRows) throw LIVE_ERRORS.tooLarge();
       try {
-        seq = await q.initGroup(this.sql, joined.group_id, result.rows);
+        seq = await q.initGroup(this.sql, joined.group_id, result.rows, result.snap);
       } catch (err) {
         throw LIVE_ERRORS.metadata(err);
       }
+      this.poller.wake(); // a group that re-runs catches up on what committed since its first run
     }
     return { cred, route: routeOfGroup(joined.group_id), seq, groupId: joined.group_id };
   }

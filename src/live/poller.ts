@@ -1,15 +1,21 @@
 /**
  * The re-runs of live queries, off the writers' path (sql/fixtures/live/rerun.sql). A
- * writer only marks a re-run subscription dirty; this instance's poller claims dirty
- * subscriptions and groups (a lease in SQL: one re-run of each in flight over all
- * instances), re-runs them and publishes their changes, which every instance forwards.
- * It polls every LIVE_RERUN_MAX_MS while there is nothing to do, and at once again after
- * a step that found work, so a burst of changes coalesces into the next re-run.
+ * writer only marks a re-run subscription dirty (or, on the fast path of an
+ * `as: subscriber` one, queues its transition rows); this instance's poller claims dirty
+ * subscriptions and groups (a lease in SQL: one run of each in flight over all instances),
+ * runs them and publishes their changes, which every instance forwards.
+ *
+ * It sleeps until a writer wakes it (NOTIFY `<LIVE_CHANNEL>_wake`, sent when no mark is
+ * pending), steps again at once after a step that found work (so a burst coalesces into
+ * the next run), and while changes keep coming checks every LIVE_RERUN_MAX_MS (a writer
+ * that found a mark pending sends no wake-up). Idle, it checks once a second.
  *
  * A default-mode subscription is re-run in SQL (its registrant was checked at
- * registration). A group of an `as: subscriber` subscription runs its query on the
- * request lane of its role with its claims: RLS applies, and SQL running there can never
- * become another role (src/core/db.ts).
+ * registration). A group of an `as: subscriber` subscription runs on the request lane of
+ * its role with its claims: RLS applies, and SQL running there can never become another
+ * role (src/core/db.ts). On the fast path the group's query runs over the rows it has not
+ * seen, filtered by the table's policies for its role (live_private.fast_sql); otherwise
+ * the query is re-run and diffed.
  */
 import type { Deps } from '../core/area.ts';
 import * as q from './db.ts';
@@ -17,15 +23,28 @@ import * as q from './db.ts';
 /** How long a claim holds its lease: past this, another instance may take the work over. */
 export const LEASE_MS = 15_000;
 
-/** The statement that runs a live query as a subscriber, with the rows cap (one row more, to see it passed). */
+/** How long the poller keeps checking every LIVE_RERUN_MAX_MS after its last work. */
+const LINGER_MS = 1000;
+/** How often an idle poller checks without a wake-up. */
+const IDLE_MS = 1000;
+
+/**
+ * The statement that runs a live query as a subscriber, with the rows cap (one row more, to
+ * see it passed), and the snapshot it read in.
+ */
 export function resultSql(query: string, maxRows: number): string {
-  return `select coalesce(jsonb_agg(to_jsonb(q)), '[]'::jsonb)::text as rows, count(*)::int as n from (select * from (${query}) q limit ${maxRows + 1}) q`;
+  return `select coalesce(jsonb_agg(to_jsonb(q)), '[]'::jsonb)::text as rows, count(*)::int as n, pg_catalog.pg_current_snapshot()::text as snap from (select * from (${query}) q limit ${maxRows + 1}) q`;
+}
+
+function contextOf(role: string, claims: string) {
+  return { role, claims, claimsObject: JSON.parse(claims) as Record<string, unknown> };
 }
 
 /** A live query's result as `role` with `claims` (JSON text), on that role's request lane. */
-export async function runAs(deps: Deps, role: string, claims: string, query: string): Promise<{ rows: string; n: number }> {
-  const ctx = { role, claims, claimsObject: JSON.parse(claims) as Record<string, unknown> };
-  const [row] = await deps.db.withContext<{ rows: string; n: number }>(ctx, (c) => c.unsafe(resultSql(query, deps.config.liveMaxRows), [], { prepare: true }));
+export async function runAs(deps: Deps, role: string, claims: string, query: string): Promise<{ rows: string; n: number; snap: string }> {
+  const [row] = await deps.db.withContext<{ rows: string; n: number; snap: string }>(contextOf(role, claims), (c) =>
+    c.unsafe(resultSql(query, deps.config.liveMaxRows), [], { prepare: true }),
+  );
   return row;
 }
 
@@ -39,11 +58,15 @@ export class Poller {
   private readonly deps: Deps;
   private readonly instanceId: string;
   private stopped = true;
-  private wake: (() => void) | null = null;
+  private waker: (() => void) | null = null;
+  private woken = false;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
+  private lastWork = 0;
   /** Group re-runs this instance ran (tests count them). */
   groupRuns = 0;
+  /** Fast-path deltas this instance computed for groups. */
+  groupDeltas = 0;
   /** Default-mode re-runs this instance ran. */
   subscriptionRuns = 0;
 
@@ -61,25 +84,35 @@ export class Poller {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer !== null) clearTimeout(this.timer);
-    this.wake?.();
+    this.waker?.();
     await this.running;
+  }
+
+  /** A writer's wake-up (or work this instance made): step now, or right after the step in flight. */
+  wake(): void {
+    this.woken = true;
+    this.waker?.();
   }
 
   private async loop(): Promise<void> {
     while (!this.stopped) {
+      this.woken = false;
       let found = 0;
       try {
         found = await this.step();
       } catch (err) {
         this.deps.log.debug({ err }, 'live: re-run poll failed');
       }
-      if (found === 0 && !this.stopped) {
+      const now = Date.now();
+      if (found > 0) this.lastWork = now;
+      if (found === 0 && !this.woken && !this.stopped) {
+        const delay = now - this.lastWork < LINGER_MS ? this.deps.config.liveRerunMaxMs : IDLE_MS;
         await new Promise<void>((resolve) => {
-          this.wake = resolve;
-          this.timer = setTimeout(resolve, this.deps.config.liveRerunMaxMs);
+          this.waker = resolve;
+          this.timer = setTimeout(resolve, delay);
           this.timer.unref();
         });
-        this.wake = null;
+        this.waker = null;
         this.timer = null;
       }
     }
@@ -88,7 +121,7 @@ export class Poller {
   /** One claim and the re-runs it leased; the number of them. */
   async step(): Promise<number> {
     const sql = this.deps.db.sql;
-    const work = await q.claim(this.deps.db.listener, this.instanceId, LEASE_MS);
+    const work = await q.claim(sql, this.instanceId, LEASE_MS);
     if (work.length === 0) return 0;
     const groups = work.filter((w) => w.group_id !== null);
     const subs = work.filter((w) => w.group_id === null);
@@ -105,20 +138,27 @@ export class Poller {
   }
 
   private async runGroups(groups: q.Claimed[]): Promise<void> {
-    this.groupRuns += groups.length;
-    const results: (string | null)[] = [];
-    const errors: (string | null)[] = [];
-    await Promise.all(
-      groups.map(async (g, i) => {
+    const outcomes = await Promise.all(
+      groups.map(async (g): Promise<q.GroupOutcome> => {
+        const out: q.GroupOutcome = { id: g.group_id!, result: null, ins: null, del: null, snap: null, error: null };
         try {
-          results[i] = (await runAs(this.deps, g.role!, g.claims!, g.query!)).rows;
-          errors[i] = null;
+          if (g.fast) {
+            this.groupDeltas++;
+            const [row] = await this.deps.db.withContext<{ ins: string; del: string }>(contextOf(g.role!, g.claims!), (c) =>
+              c.unsafe(g.query!, [g.ins, g.del], { prepare: true }),
+            );
+            Object.assign(out, { ins: row.ins, del: row.del, snap: g.snap });
+          } else {
+            this.groupRuns++;
+            const r = await runAs(this.deps, g.role!, g.claims!, g.query!);
+            Object.assign(out, { result: r.rows, snap: r.snap });
+          }
         } catch (err) {
-          results[i] = null;
-          errors[i] = errorText(err);
+          out.error = errorText(err);
         }
+        return out;
       }),
     );
-    await q.publishGroups(this.deps.db.sql, this.instanceId, groups.map((g) => g.group_id!), results, errors);
+    await q.publishGroups(this.deps.db.sql, this.instanceId, outcomes);
   }
 }

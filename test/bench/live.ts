@@ -222,8 +222,8 @@ async function writeCost(c: CustomContext, kind: 'fast' | 'rerun', goal: number)
  * `as: subscriber` subscription over an owner-only table (RLS), so 100 groups; a writer
  * inserts rows for random users at 20 rows/s (open loop), each carrying the driver's clock;
  * latency = arrival at a client of the row's owner − the writer's COMMIT acknowledgement.
- * Every change re-runs every group (a change could affect any of them), off the writer's
- * path, coalesced while re-runs are in flight.
+ * The query is a filter over one table: each group's delta is computed from the changed
+ * rows under its role and claims (the fast path per group), off the writer's path.
  */
 async function livePerSubscriber(c: CustomContext): Promise<CustomResult> {
   const users = c.quick ? 20 : 100;
