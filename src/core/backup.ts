@@ -107,6 +107,9 @@ export async function baseBackup(o: BaseBackupOptions): Promise<BackupInfo> {
   // transaction around the copy: it would hold back vacuum meanwhile). A session that ends
   // between them ends the backup.
   const sql = postgres(o.adminUrl, { max: 1, onnotice: () => {} });
+  // A stop ends the session, which also ends pg_backup_stop's wait for an archive that fails.
+  const endSession = () => void sql.end({ timeout: 0 });
+  o.signal?.addEventListener('abort', endSession, { once: true });
   try {
     await sql`select pg_backup_start(${`plinth ${name}`}, true)`;
     await copyTree(join(o.dataDir, 'postgres'), join(partial, 'data'), true, o.signal);
@@ -126,6 +129,7 @@ export async function baseBackup(o: BaseBackupOptions): Promise<BackupInfo> {
     await rm(partial, { recursive: true, force: true });
     throw err;
   } finally {
+    o.signal?.removeEventListener('abort', endSession);
     await sql.end({ timeout: 5 });
   }
 }

@@ -476,14 +476,16 @@ function backupDir(env: Env, databaseUrl: string | null): string | null {
   return resolve(v);
 }
 
-/** BACKUP_SCHEDULE: `daily` (default), `hourly`, or every `<n>h` / `<n>m`. */
+/** BACKUP_SCHEDULE: `daily` (default), `hourly`, or every `<n>h` / `<n>m` (at most a week). */
 function backupSchedule(env: Env): number {
   const v = str(env, 'BACKUP_SCHEDULE') ?? 'daily';
   if (v === 'daily') return 86_400_000;
   if (v === 'hourly') return 3_600_000;
   const m = /^([1-9][0-9]{0,4})([hm])$/.exec(v);
-  if (m === null) throw new ConfigError('BACKUP_SCHEDULE', 'must be daily, hourly, or a number of hours or minutes such as 6h or 30m');
-  return Number(m[1]) * (m[2] === 'h' ? 3_600_000 : 60_000);
+  const ms = m === null ? NaN : Number(m[1]) * (m[2] === 'h' ? 3_600_000 : 60_000);
+  // At most a week: a longer interval leaves too long a WAL to replay (and overflows a timer).
+  if (!(ms <= 7 * 86_400_000)) throw new ConfigError('BACKUP_SCHEDULE', 'must be daily, hourly, or a number of hours or minutes up to a week, such as 6h or 30m');
+  return ms;
 }
 
 /** Parse and validate the environment. Throws ConfigError naming the first bad variable. */

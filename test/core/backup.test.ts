@@ -150,6 +150,8 @@ t.test('backup settings', async (t) => {
   t.equal(parseConfig({ BACKUP_SCHEDULE: '6h' }).backupIntervalMs, 6 * 3_600_000);
   t.equal(parseConfig({ BACKUP_SCHEDULE: '30m' }).backupIntervalMs, 30 * 60_000);
   t.throws(() => parseConfig({ BACKUP_SCHEDULE: 'weekly' }), /BACKUP_SCHEDULE must be daily, hourly/);
+  t.equal(parseConfig({ BACKUP_SCHEDULE: '168h' }).backupIntervalMs, 7 * 86_400_000, 'a week at most');
+  t.throws(() => parseConfig({ BACKUP_SCHEDULE: '169h' }), /BACKUP_SCHEDULE must be .* up to a week/);
   t.equal(parseConfig({}).backupRetentionDays, 7);
   t.throws(() => parseConfig({ BACKUP_RETENTION_DAYS: '0' }), /BACKUP_RETENTION_DAYS/);
 });
