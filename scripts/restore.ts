@@ -28,7 +28,8 @@ try {
   const from = await restore(config.backupDir, args.to, into, createLogger(config.logLevel, { format: config.logFormat }));
   process.stdout.write(`restored to ${args.to} from the base backup ${from.name} into ${into}\nstart on it with: DATA_DIR=${into} BACKUP_DIR=${config.backupDir} npm start\n`);
 } catch (err) {
-  const known = err instanceof Error && (err.name === 'RestoreError' || err.name === 'ConfigError' || err.name === 'EmbeddedError');
+  // A problem the operator must fix is one line; anything else keeps its stack.
+  const known = err instanceof ConfigError || (err instanceof Error && (err.name === 'RestoreError' || err.name === 'EmbeddedError'));
   process.stderr.write(`restore failed: ${err instanceof Error ? (known ? err.message : (err.stack ?? err.message)) : String(err)}\n`);
   process.exit(1);
 }

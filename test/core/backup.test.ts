@@ -155,3 +155,22 @@ t.test('backup settings', async (t) => {
   t.equal(parseConfig({}).backupRetentionDays, 7);
   t.throws(() => parseConfig({ BACKUP_RETENTION_DAYS: '0' }), /BACKUP_RETENTION_DAYS/);
 });
+
+t.test('npm run restore refuses, in one line, what it cannot do', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'plinth-restore-args-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'kept'), '');
+  const cases: Array<[Record<string, string>, string[], RegExp]> = [
+    [{}, ['--to', '2026-01-01T00:00:00Z', '--into', join(dir, 'new')], /^restore failed: invalid configuration: BACKUP_DIR is not set/],
+    [{ BACKUP_DIR: dir }, ['--to', 'yesterday', '--into', join(dir, 'new')], /^restore failed: --to: not a timestamp: yesterday/],
+    [{ BACKUP_DIR: dir }, ['--to', '2026-01-01T00:00:00Z', '--into', dir], /^restore failed: --into: .* is not empty; name a new folder/],
+    [{ BACKUP_DIR: dir }, ['--into', join(dir, 'new')], /^usage: npm run restore -- --to <timestamp> --into <new folder>/],
+  ];
+  for (const [env, args, expected] of cases) {
+    const r = run('npm', ['run', '--silent', 'restore', '--', ...args], env);
+    t.equal(await r.exit, 1, `exit 1: ${args.join(' ')}`);
+    t.match(r.out(), expected);
+    t.equal(r.out().trim().split('\n').length, 1, 'one line, no stack');
+  }
+  t.notOk(existsSync(join(dir, 'new')), 'nothing was created');
+});
