@@ -2,8 +2,8 @@
  * Boot: config → (embedded PostgreSQL) → migrations → HTTP + worker. Owns shutdown
  * (docs/operations.md): on SIGTERM/SIGINT `/ready` answers 503 at once, the listener goes on
  * accepting for SHUTDOWN_GRACE_MS, then stops accepting and drains; then the worker stops
- * (jobs in flight are handed back), the pools end, the embedded server stops, exit 0. The
- * drain is bounded: SHUTDOWN_TIMEOUT_MS after the grace, requests still running get 503
+ * (jobs in flight are handed back), the pools end, a base backup in progress is abandoned,
+ * the embedded server stops, exit 0. The drain is bounded: SHUTDOWN_TIMEOUT_MS after the grace, requests still running get 503
  * `service shutting down`, function calls are aborted, in-flight statements cancelled and
  * connections closed (one log line says how many requests were cut); if closing still has
  * not finished 5 s later, exit 1.
@@ -18,6 +18,7 @@ import { checkDatabase } from './core/preflight.ts';
 import { startService, type Service } from './service.ts';
 import { setupToken } from './dashboard/index.ts';
 import type { Embedded } from './core/embedded.ts';
+import type { Backups } from './core/backup.ts';
 
 /** A start-up problem the operator must fix: one line, no stack. */
 class StartError extends Error {
@@ -51,6 +52,7 @@ const log = createLogger(config.logLevel, { development: config.devMode, format:
 
 let embedded: Embedded | null = null;
 let service: Service | null = null;
+let backups: Backups | null = null;
 let stopping = false;
 
 async function shutdown(signal: string): Promise<void> {
@@ -64,7 +66,7 @@ async function shutdown(signal: string): Promise<void> {
   // The deadline counts from the end of the grace.
   const deadline = setTimeout(() => void cut(), config.shutdownTimeoutMs);
   try {
-    await service?.close();
+    await Promise.all([service?.close(), backups?.stop()]);
     await embedded?.stop();
   } catch (err) {
     log.error({ err }, 'shutdown failed');
@@ -132,7 +134,7 @@ try {
     if (running) throw new StartError(`plinth already runs here on :${running.port} (pid ${running.pid})`);
     if (movedDataDir) process.stdout.write(`data folder: ${movedDataDir} (the postgres system user cannot enter ${process.cwd()}; set DATA_DIR to choose)\n`);
     await portOrStop(config);
-    embedded = await startEmbedded(config.dataDir, log);
+    embedded = await startEmbedded(config.dataDir, log, { backupDir: config.backupDir });
     claimDataDir(config.dataDir, config.port);
     databaseUrl = embedded.url;
   } else {
@@ -144,6 +146,19 @@ try {
   }
   await checkDatabase(config.databaseDirectUrl ?? databaseUrl, config.anonymousRole);
   service = await startService(config, log, { databaseUrl });
+  if (embedded && config.backupDir) {
+    const { scheduleBackups } = await import('./core/backup.ts');
+    const { metrics } = service.deps;
+    backups = scheduleBackups({
+      backupDir: config.backupDir,
+      dataDir: config.dataDir,
+      adminUrl: embedded.adminUrl,
+      intervalMs: config.backupIntervalMs,
+      retentionDays: config.backupRetentionDays,
+      log,
+      onTaken: (b) => metrics.backupLast.set(Date.parse(b.stopped_at) / 1000),
+    });
+  }
   const setup = config.dashboardEnabled ? await setupToken(service.db).catch(() => null) : null;
   process.stdout.write(banner(service.url, embedded ? databaseUrl : null, setup).join('\n') + '\n');
 } catch (err) {
@@ -151,6 +166,7 @@ try {
   if (!(err instanceof Error && (err.name === 'EmbeddedError' || err.name === 'StartError'))) log.fatal({ err }, 'start failed');
   process.stderr.write(`start failed: ${err instanceof Error ? err.message : String(err)}\n`);
   await service?.close().catch(() => {});
+  await backups?.stop().catch(() => {});
   await embedded?.stop().catch(() => {});
   process.exit(1);
 }

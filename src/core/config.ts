@@ -157,6 +157,12 @@ export interface Config {
   requestLogSize: number;
   /** METRICS_PORT: a second listener on HOST serving /metrics without credentials (null: none). */
   metricsPort: number | null;
+  /** BACKUP_DIR: WAL archive and base backups of the embedded PostgreSQL (null: none). */
+  backupDir: string | null;
+  /** BACKUP_SCHEDULE: milliseconds between base backups (`daily`, `hourly`, `<n>h`, `<n>m`). */
+  backupIntervalMs: number;
+  /** BACKUP_RETENTION_DAYS: how far back a restore can go; older base backups and WAL go. */
+  backupRetentionDays: number;
   /** OTEL_EXPORTER_OTLP_ENDPOINT: traces exported over OTLP/HTTP (null: OpenTelemetry is not loaded). */
   otelEndpoint: string | null;
   /** OTEL_SERVICE_NAME: the traces' service.name. */
@@ -460,6 +466,28 @@ function authHook(env: Env): string | null {
   return v;
 }
 
+/** BACKUP_DIR: a folder (made absolute); only for the embedded PostgreSQL (its own is pgBackRest's job). */
+function backupDir(env: Env, databaseUrl: string | null): string | null {
+  const v = str(env, 'BACKUP_DIR');
+  if (v === undefined) return null;
+  if (databaseUrl !== null) throw new ConfigError('BACKUP_DIR', 'backs up the embedded PostgreSQL only (DATABASE_URL is set): use pgBackRest or your provider\'s backups');
+  // The folder goes into archive_command and restore_command, run by /bin/sh.
+  if (/['"\\$`\n]/.test(v)) throw new ConfigError('BACKUP_DIR', 'must not contain quotes, backslashes, $ or backquotes');
+  return resolve(v);
+}
+
+/** BACKUP_SCHEDULE: `daily` (default), `hourly`, or every `<n>h` / `<n>m` (at most a week). */
+function backupSchedule(env: Env): number {
+  const v = str(env, 'BACKUP_SCHEDULE') ?? 'daily';
+  if (v === 'daily') return 86_400_000;
+  if (v === 'hourly') return 3_600_000;
+  const m = /^([1-9][0-9]{0,4})([hm])$/.exec(v);
+  const ms = m === null ? NaN : Number(m[1]) * (m[2] === 'h' ? 3_600_000 : 60_000);
+  // At most a week: a longer interval leaves too long a WAL to replay (and overflows a timer).
+  if (!(ms <= 7 * 86_400_000)) throw new ConfigError('BACKUP_SCHEDULE', 'must be daily, hourly, or a number of hours or minutes up to a week, such as 6h or 30m');
+  return ms;
+}
+
 /** Parse and validate the environment. Throws ConfigError naming the first bad variable. */
 export function parseConfig(env: Env = process.env): Config {
   const jwtSecret = str(env, 'JWT_SECRET') ?? null;
@@ -578,6 +606,9 @@ export function parseConfig(env: Env = process.env): Config {
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 5000, 0),
     requestLogSize: int(env, 'REQUEST_LOG_SIZE', 1000, 0, 1_000_000),
     metricsPort: str(env, 'METRICS_PORT') === undefined ? null : int(env, 'METRICS_PORT', 0, 0, 65535),
+    backupDir: backupDir(env, databaseUrl),
+    backupIntervalMs: backupSchedule(env),
+    backupRetentionDays: int(env, 'BACKUP_RETENTION_DAYS', 7, 1, 100000),
     otelEndpoint: url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')?.replace(/\/$/, '') ?? null,
     otelServiceName: str(env, 'OTEL_SERVICE_NAME') ?? 'plinth',
     shadowDatabaseUrl: url(env, 'SHADOW_DATABASE_URL', { protocols: ['postgres:', 'postgresql:'] }) ?? null,

@@ -43,6 +43,10 @@ import { portIsFree } from './ports.ts';
 
 export interface Embedded {
   url: string;
+  /** The superuser's URL of the `postgres` database (base backups). */
+  adminUrl: string;
+  /** DATA_DIR/postgres. */
+  databaseDir: string;
   stop(): Promise<void>;
 }
 
@@ -157,7 +161,7 @@ function bestLocale(): string {
   return 'C';
 }
 
-interface RunAs {
+export interface RunAs {
   uid: number;
   gid: number;
 }
@@ -278,11 +282,11 @@ function initdb(bin: string, databaseDir: string, password: string, user: RunAs 
   });
 }
 
-function startServer(bin: string, databaseDir: string, port: number, user: RunAs | null, locale: string, log: Logger): Promise<ChildProcess> {
+function startServer(bin: string, databaseDir: string, port: number, user: RunAs | null, locale: string, log: Logger, settings: string[] = []): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
     const child = run(
       join(bin, 'bin', 'postgres'),
-      ['-D', databaseDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+      ['-D', databaseDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...settings.flatMap((s) => ['-c', s])],
       user,
       { ...process.env, LC_MESSAGES: locale },
     );
@@ -302,12 +306,45 @@ function startServer(bin: string, databaseDir: string, port: number, user: RunAs
     child.stderr!.on('data', onData);
     child.once('error', (e) => reject(new EmbeddedError(`embedded PostgreSQL: postgres could not start: ${e.message}`)));
     child.once('exit', (code) => {
-      if (!ready) reject(new EmbeddedError(`embedded PostgreSQL: postgres exited (${code}) before it was ready: ${out.trim().split('\n').pop()}`));
+      // The reason is the last FATAL or PANIC line (a shutdown line may follow it).
+      const lines = out.trim().split('\n');
+      const reason = lines.findLast((l) => /\b(FATAL|PANIC):/.test(l)) ?? lines.at(-1);
+      if (!ready) reject(new EmbeddedError(`embedded PostgreSQL: postgres exited (${code}) before it was ready: ${reason}`));
     });
   });
 }
 
-export async function startEmbedded(dataDir: string, log: Logger): Promise<Embedded> {
+/** The binaries the postgres user can run, and that user (null when not root). */
+export async function embeddedBinaries(dataDir: string): Promise<{ bin: string; user: RunAs | null }> {
+  const native = await nativeDir();
+  const user = runAs();
+  return { bin: reachableBinaries(native, dataDir, user), user };
+}
+
+/**
+ * Run PostgreSQL on a data folder until it is ready for writes (a recovery to a target ends
+ * there, promoted), then stop it: what `npm run restore` does with the folder it built.
+ */
+export async function runToReady(bin: string, databaseDir: string, user: RunAs | null, log: Logger): Promise<void> {
+  const child = await startServer(bin, databaseDir, await freePort(), user, bestLocale(), log);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGINT');
+  await exited;
+}
+
+/** archive_command and its settings: each finished WAL segment copied into `walDir` (kept when already there, identical). */
+export function archiveSettings(walDir: string): string[] {
+  const command = `f='${walDir}/%f'; if [ -f "$f" ]; then cmp -s "%p" "$f"; else cp "%p" "$f.part" && mv "$f.part" "$f"; fi`;
+  // archive_timeout: a quiet database still archives its last writes within a minute.
+  return ['wal_level=replica', 'archive_mode=on', `archive_command=${command}`, 'archive_timeout=60'];
+}
+
+export interface EmbeddedOptions {
+  /** BACKUP_DIR: WAL segments are archived into its `wal` folder. */
+  backupDir?: string | null;
+}
+
+export async function startEmbedded(dataDir: string, log: Logger, options: EmbeddedOptions = {}): Promise<Embedded> {
   const native = await nativeDir();
   const user = runAs();
   // DATA_DIR holds secrets (postgres.json, jwt-secret.json): 0700 when only this user needs
@@ -355,7 +392,15 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
   } else if (user && statSync(databaseDir).uid !== user.uid) {
     chownSync(databaseDir, user.uid, user.gid);
   }
-  const child = await startServer(bin, databaseDir, stored.port, user, locale, log);
+  let settings: string[] = [];
+  if (options.backupDir) {
+    const walDir = join(options.backupDir, 'wal');
+    makeDirs(options.backupDir, user ? 0o711 : 0o700);
+    if (!existsSync(walDir)) mkdirSync(walDir, { mode: 0o700 });
+    if (user) chownSync(walDir, user.uid, user.gid);
+    settings = archiveSettings(walDir);
+  }
+  const child = await startServer(bin, databaseDir, stored.port, user, locale, log, settings);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
 
   const url = `postgres://postgres:${encodeURIComponent(stored.password)}@127.0.0.1:${stored.port}/${DATABASE}`;
@@ -371,6 +416,8 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
   }
   return {
     url,
+    adminUrl: `postgres://postgres:${encodeURIComponent(stored.password)}@127.0.0.1:${stored.port}/postgres`,
+    databaseDir,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGINT'); // fast shutdown

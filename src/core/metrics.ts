@@ -93,6 +93,21 @@ export class Metrics {
   readonly liveSubscriptions = new Gauge({ name: 'plinth_live_subscriptions', help: 'Live-query subscriptions of this instance', registers: [this.registry] });
   readonly liveBroadcasts = new Counter({ name: 'plinth_live_broadcast_messages_total', help: 'Broadcast messages sent to sockets', registers: [this.registry] });
   readonly liveNotifies = new Counter({ name: 'plinth_live_notify_payloads_total', help: 'NOTIFY payloads received on the live channels', registers: [this.registry] });
+  /**
+   * The payload of a change carries no commit time: what is measured is this instance's
+   * share of commit-to-client, from the NOTIFY's arrival to the write to the sockets.
+   */
+  readonly liveDelivery = new Histogram({
+    name: 'plinth_live_delivery_seconds',
+    help: 'Live-query messages (delta, invalidated, overflow): from their NOTIFY reaching this instance to their write to the subscribers’ sockets',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
+  readonly backupLast = new Gauge({
+    name: 'plinth_backup_last_success_timestamp_seconds',
+    help: 'When the newest base backup of the embedded PostgreSQL finished (BACKUP_DIR), in Unix seconds',
+    registers: [this.registry],
+  });
   readonly storageBytes = new Counter({
     name: 'plinth_storage_bytes_total',
     help: 'Object bytes uploaded and downloaded, by direction and back end',

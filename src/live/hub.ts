@@ -46,6 +46,10 @@ export class Hub {
   readonly seqs = new Map<string, number>();
   /** Clients whose socket is corked until the end of this tick. */
   private corked = new Set<Client>();
+  /** When each subscription message of this tick reached the instance (performance.now()). */
+  private arrivals: number[] = [];
+  /** Seconds from a subscription message's arrival to its write to the sockets (the metric). */
+  onDelivered: ((seconds: number) => void) | null = null;
   private readonly perIp = new Map<string, number>();
   total = 0;
   private readonly maxTotal: number;
@@ -107,11 +111,12 @@ export class Hub {
     }
   }
 
-  /** A subscription message (with its seq) to every client of a route. */
-  deliver(route: string, text: string, seq: number): void {
+  /** A subscription message (with its seq) to every client of a route; `arrivedAt`: when its NOTIFY reached this instance. */
+  deliver(route: string, text: string, seq: number, arrivedAt = performance.now()): void {
     const set = this.routes.get(route);
     if (!set || set.size === 0) return;
     if (Number.isFinite(seq) && seq > (this.seqs.get(route) ?? 0)) this.seqs.set(route, seq);
+    if (this.onDelivered !== null) this.arrivals.push(arrivedAt);
     this.fanoutTo(set, text);
   }
 
@@ -154,6 +159,11 @@ export class Hub {
     const clients = this.corked;
     this.corked = new Set();
     for (const c of clients) socketOf(c.ws)?.uncork();
+    if (this.arrivals.length > 0) {
+      const now = performance.now();
+      for (const at of this.arrivals) this.onDelivered?.((now - at) / 1000);
+      this.arrivals.length = 0;
+    }
   }
 
   all(): Client[] {

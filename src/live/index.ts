@@ -144,6 +144,7 @@ export class LiveService {
     this.deps = deps;
     this.instanceId = deps.db.instanceId;
     this.hub = new Hub(deps.config.wsMaxConnections, deps.config.wsMaxConnectionsPerIp);
+    this.hub.onDelivered = (seconds) => deps.metrics.liveDelivery.observe(seconds);
     this.bcChannel = `${deps.config.liveChannel.slice(0, 60)}_bc`;
     deps.metrics.onCollect(() => {
       deps.metrics.liveSockets.set(this.hub.all().length);
@@ -243,6 +244,7 @@ export class LiveService {
   }
 
   private onDelta(payload: string): void {
+    const arrivedAt = performance.now();
     this.deps.metrics.liveNotifies.inc();
     // `<gid>|<message>`: a message of one group of an `as: subscriber` subscription.
     let route: string | null = null;
@@ -281,7 +283,7 @@ export class LiveService {
       }
       return;
     }
-    this.hub.deliver(route ?? msg.query_id, payload, typeof msg.seq === 'number' ? msg.seq : NaN);
+    this.hub.deliver(route ?? msg.query_id, payload, typeof msg.seq === 'number' ? msg.seq : NaN, arrivedAt);
   }
 
   private onEvent(payload: string): void {

@@ -66,7 +66,7 @@ t.test('body errors, unknown routes and CORS', async (t) => {
   r = await app.call('GET', '/health', { headers: { origin: 'https://site.test' } });
   t.equal(r.headers.get('access-control-allow-origin'), 'https://site.test', "SITE_URL's origin is allowed");
   t.match(r.headers.get('vary') ?? '', /Origin/);
-  t.equal(r.headers.get('access-control-expose-headers'), 'Content-Range, Location, Tus-Resumable, Upload-Offset, Upload-Length, Upload-Expires');
+  t.equal(r.headers.get('access-control-expose-headers'), 'Content-Range, Location, Tus-Resumable, Upload-Offset, Upload-Length, Upload-Expires, X-Request-Id', 'a page script can read the request id');
   r = await app.call('GET', '/health', { headers: { origin: 'https://evil.test' } });
   t.equal(r.headers.get('access-control-allow-origin'), null, 'other origins are not echoed');
 

@@ -8,6 +8,7 @@ import t from 'tap';
 import { captureLog } from '../helpers/log-capture.ts';
 import { startApp } from '../helpers/app.ts';
 import { createHook, startReceiver, waitFor } from '../webhooks/helpers.ts';
+import { open } from '../live/helpers.ts';
 
 /** The Prometheus text format → samples by name, each with its labels and value. */
 function parseMetrics(text: string): Map<string, Array<{ labels: Record<string, string>; value: number }>> {
@@ -115,6 +116,26 @@ t.test('operations', async (t) => {
     const other = await fetch(app.service.metricsUrl! + '/metrics');
     t.equal(other.status, 200, 'METRICS_PORT: without credentials');
     t.ok(parseMetrics(await other.text()).has('http_requests_total'));
+  });
+
+  await t.test('/metrics: live sockets, NOTIFY payloads and the delivery time of a delta', async (t) => {
+    await app.db.sql.unsafe(`create table public.feed (id int primary key); select live.subscribe('feed_all', 'select id from feed');`);
+    const before = await scrape();
+    const c = await open(app, '/ws/feed_all', { query: { token: app.anonKey } });
+    t.teardown(() => c.close());
+    await c.next((m) => m.type === 'subscribed');
+    await app.db.sql`insert into public.feed values (1)`;
+    t.same(await c.next((m) => m.seq === 1), { query_id: 'feed_all', seq: 1, inserted: [{ id: 1 }], deleted: [] }, 'the delta reached the client');
+    const delivered = (m: ReturnType<typeof parseMetrics>) => sample(m, 'plinth_live_delivery_seconds_count') - sample(before, 'plinth_live_delivery_seconds_count');
+    const after = await waitFor('the delivery observed', async () => {
+      const m = await scrape();
+      return delivered(m) >= 1 ? m : null;
+    });
+    t.equal(delivered(after), 1, 'one delivery observed in plinth_live_delivery_seconds');
+    t.ok(sample(after, 'plinth_live_delivery_seconds_bucket', { le: '+Inf' }) >= 1, 'as a histogram');
+    t.equal(sample(after, 'plinth_live_sockets') - sample(before, 'plinth_live_sockets'), 1, 'the open socket');
+    t.ok(sample(after, 'plinth_live_subscriptions') >= 1, 'its subscription');
+    t.ok(sample(after, 'plinth_live_notify_payloads_total') - sample(before, 'plinth_live_notify_payloads_total') >= 1, 'the NOTIFY payload received');
   });
 
   await t.test('/ready turns 503 when draining', async (t) => {

@@ -3,9 +3,9 @@
  * SHUTDOWN_TIMEOUT_MS their statements are cancelled in PostgreSQL, the connections are
  * closed, one log line says how many requests were cut, and the process exits.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -81,6 +81,21 @@ const sleeping = (db: TestDatabase) =>
           where datname = current_database() and query like ${'%slow%'} and state = 'active'
             and pid <> pg_backend_pid() and query not like '%pg_stat_activity%'`.then((rows) => rows.length);
 
+/**
+ * SIGTERM with a call in flight: ready before, 503 `service shutting down` from /ready during
+ * the grace (still accepting), and exit 0 within the test's own bound, far below the 60 s
+ * the call would take.
+ */
+async function signalAndDrain(t: Test, app: Running): Promise<void> {
+  t.equal((await fetch(app.url + '/ready')).status, 200, 'ready before the signal');
+  app.child.kill('SIGTERM');
+  await waitFor(async () => (await fetch(app.url + '/ready').then((r) => r.status, () => 0)) === 503, 5000, () => '/ready never turned 503');
+  const during = await fetch(app.url + '/ready');
+  t.same([during.status, ((await during.json()) as { reason: string }).reason], [503, 'service shutting down'], '/ready 503 during the drain');
+  const code = await Promise.race([app.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 30000))]);
+  t.equal(code, 0, 'the process exits 0');
+}
+
 t.test('shutdown', async (t) => {
   const db = await createTestDatabase(t);
   await db.sql.unsafe(`
@@ -114,15 +129,7 @@ t.test('shutdown', async (t) => {
       () => 'closed',
     );
     await waitFor(async () => (await sleeping(db)) > 0);
-    t.equal((await fetch(app.url + '/ready')).status, 200, 'ready before the signal');
-    app.child.kill('SIGTERM');
-    // During the grace: not ready, but still accepting.
-    await waitFor(async () => (await fetch(app.url + '/ready').then((r) => r.status, () => 0)) === 503, 5000, () => '/ready never turned 503');
-    const during = await fetch(app.url + '/ready');
-    t.same([during.status, ((await during.json()) as { reason: string }).reason], [503, 'service shutting down'], '/ready 503 during the drain');
-    // Bounded by the test's own deadline, far below the 120 s the statement would take.
-    const code = await Promise.race([app.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 30000))]);
-    t.equal(code, 0, 'the process exits 0');
+    await signalAndDrain(t, app);
     t.same(await res, [503, { error: 'service shutting down' }], 'the call in flight gets 503');
     await waitFor(async () => (await sleeping(db)) === 0, 10000, () => 'the statement is still running');
     t.pass('the statement was cancelled in PostgreSQL');
@@ -131,6 +138,34 @@ t.test('shutdown', async (t) => {
     t.equal(line?.requests, 1, 'with how many requests were cut');
     t.match(String(line?.msg), /1 requests cut/);
   });
+});
+
+t.test('SIGTERM with a 60 s edge function call in flight: 503 for the call, /ready 503 during the drain, exit 0', { timeout: 240_000 }, async (t) => {
+  const db = await createTestDatabase(t);
+  const functionsDir = mkdtempSync(join(tmpdir(), 'plinth-shutdown-fn-'));
+  t.teardown(() => rmSync(functionsDir, { recursive: true, force: true }));
+  mkdirSync(join(functionsDir, 'slow'));
+  // It says when it has the call, then answers after 60 s (FUNCTIONS_TIMEOUT_MS is 90 s here).
+  writeFileSync(
+    join(functionsDir, 'slow', 'index.ts'),
+    `export default async () => {
+  console.log('slow function has the call');
+  await new Promise((r) => setTimeout(r, 60_000));
+  return new Response('late');
+};
+`,
+  );
+  await db.sql`insert into edge.functions (name, runtime, verify_jwt) values ('slow', 'deno', false)`;
+  const app = await start(t, db, { FUNCTIONS_DIR: functionsDir, FUNCTIONS_TIMEOUT_MS: '90000', SHUTDOWN_TIMEOUT_MS: '1000', SHUTDOWN_GRACE_MS: '1500' });
+  const res = fetch(app.url + '/functions/v1/slow', { method: 'POST', headers: { apikey: app.anonKey } }).then(
+    async (r) => [r.status, await r.json()],
+    () => 'closed',
+  );
+  await waitFor(async () => app.stdout().includes('slow function has the call'), 120_000, () => `the function never got the call: ${app.stdout()}`);
+  await signalAndDrain(t, app);
+  t.same(await res, [503, { error: 'service shutting down' }], 'the function call in flight gets 503');
+  const line = logLines(app.stdout()).find((l) => String(l.msg).includes('deadline'));
+  t.equal(line?.requests, 1, 'the deadline line counts the cut call');
 });
 
 t.test('npm start passes a SIGTERM on to the service', async (t) => {
