@@ -18,7 +18,7 @@
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Agent, errors as undiciErrors, request } from 'undici';
+import type { Agent } from 'undici';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { forwardedFor } from '../core/http.ts';
 
@@ -94,18 +94,30 @@ function hasBody(req: FastifyRequest): boolean {
   return len !== undefined && len !== '0';
 }
 
-function isTimeout(err: unknown): boolean {
-  return err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.ConnectTimeoutError;
+type Undici = typeof import('undici');
+
+function isTimeout(undici: Undici, err: unknown): boolean {
+  return err instanceof undici.errors.HeadersTimeoutError || err instanceof undici.errors.ConnectTimeoutError;
 }
 
 export function createForwarder(timeoutMs: number): Forwarder {
-  const dispatcher = new Agent({ keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } });
+  // undici and its connection pool are loaded at the first call: a service whose functions
+  // are never called never holds them.
+  let client: Promise<{ undici: Undici; dispatcher: Agent }> | null = null;
+  const load = () =>
+    (client ??= import('undici').then((undici) => ({
+      undici,
+      dispatcher: new undici.Agent({ keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } }),
+    })));
   return {
-    close: () => dispatcher.close(),
+    close: async () => {
+      if (client !== null) await (await client).dispatcher.close();
+    },
     async forward(req, reply, target) {
+      const { undici, dispatcher } = await load();
       let res;
       try {
-        res = await request(target.base + target.path, {
+        res = await undici.request(target.base + target.path, {
           dispatcher,
           method: req.method as 'GET',
           headers: requestHeaders(req, target),
@@ -114,7 +126,7 @@ export function createForwarder(timeoutMs: number): Forwarder {
         });
       } catch (err) {
         if (target.signal?.aborted) throw ERRORS.shuttingDown();
-        throw isTimeout(err) ? FUNCTION_ERRORS.timedOut(err) : FUNCTION_ERRORS.unavailable(err);
+        throw isTimeout(undici, err) ? FUNCTION_ERRORS.timedOut(err) : FUNCTION_ERRORS.unavailable(err);
       }
       // The answer goes straight to the socket (not through fastify's send pipeline); the
       // headers set so far (CORS) go with the runtime's.
