@@ -23,7 +23,7 @@
  * link in a production log is a sign-in for whoever reads the log). A failed send throws,
  * and graphile-worker retries the job.
  */
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type SMTPTransport from 'nodemailer/lib/smtp-transport';
 import type { Task } from 'graphile-worker';
 import type { RuntimeConfig } from '../core/config.ts';
@@ -124,8 +124,10 @@ function isPayload(p: unknown): p is SendEmailPayload {
   return o.to === null || (typeof o.to === 'string' && typeof o.sealed_token === 'string');
 }
 
-export function createTransport(smtpUrl: string): Transporter {
+/** The SMTP transport; nodemailer is loaded at the first email, not at start. */
+export async function createTransport(smtpUrl: string): Promise<Transporter> {
   const smtps = smtpUrl.startsWith('smtps:');
+  const { default: nodemailer } = await import('nodemailer');
   return nodemailer.createTransport({
     url: smtpUrl,
     ...(smtps ? {} : { tls: { rejectUnauthorized: false } }),
@@ -136,7 +138,7 @@ export function createTransport(smtpUrl: string): Transporter {
 }
 
 export function sendEmailTask(config: RuntimeConfig, log: Logger): Task {
-  const transport = config.smtpUrl === null ? null : createTransport(config.smtpUrl);
+  let transport: Promise<Transporter> | null = null;
   return async (payload, helpers) => {
     if (!isPayload(payload)) {
       log.error({ job: helpers.job.id }, 'auth__send_email: malformed payload; dropped');
@@ -158,12 +160,13 @@ export function sendEmailTask(config: RuntimeConfig, log: Logger): Task {
       }
       email = composeEmail(config, payload.kind, token);
     }
-    if (transport === null) {
+    if (config.smtpUrl === null) {
       if (config.devMode) log.info({ email: { to: payload.to, subject: email.subject, body: email.text } }, 'email (SMTP_URL unset, not sent)');
       else log.warn({ email: { kind: payload.kind, to: payload.to } }, 'email not sent: SMTP_URL is unset');
       return;
     }
-    await transport.sendMail({ from: config.mailFrom, to: payload.to, subject: email.subject, text: email.text });
+    transport ??= createTransport(config.smtpUrl);
+    await (await transport).sendMail({ from: config.mailFrom, to: payload.to, subject: email.subject, text: email.text });
     log.debug({ kind: payload.kind, job: helpers.job.id }, 'email sent');
   };
 }

@@ -8,7 +8,6 @@
  * the encryption key, and builds the otpauth URI and its QR code.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import QRCode from 'qrcode';
 import type { Deps } from '../core/area.ts';
 import type { Credential } from '../core/credentials.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
@@ -113,6 +112,8 @@ export function registerMfaRoutes(app: FastifyInstance, deps: Deps, gates: Gates
     switch (r.status) {
       case 'ok': {
         const uri = otpauthUri(b.issuer ?? defaultIssuer, r.user_email!, r.secret!);
+        // Loaded at the first enrolment, not at start.
+        const { default: QRCode } = await import('qrcode');
         const svg = await QRCode.toString(uri, { type: 'svg', margin: 2 });
         return reply
           .code(200)

@@ -22,7 +22,7 @@ import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Logger as GraphileLogger } from '@graphile/logger';
-import { migrate as gmMigrate, type Settings } from 'graphile-migrate';
+import type { Settings } from 'graphile-migrate';
 import { Logger as WorkerLogger, runMigrations as workerMigrations } from 'graphile-worker';
 import postgres from 'postgres';
 import { deriveLoginPassword, GUEST_LOGIN_ROLE, LOGIN_ROLES } from './db.ts';
@@ -299,6 +299,8 @@ export async function setLoginPasswords(databaseUrl: string, secret: string): Pr
 
 /** The application's committed migrations, by graphile-migrate, in its own history. */
 export async function appMigrations(databaseUrl: string, anonymousRole: string, log: Logger, folder: string): Promise<void> {
+  // Loaded here, not at start: a service that does not migrate never needs it.
+  const { migrate: gmMigrate } = await import('graphile-migrate');
   for (let attempt = 0; ; attempt++) {
     try {
       await gmMigrate(migrateSettings(databaseUrl, anonymousRole, log, folder));

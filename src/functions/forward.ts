@@ -3,8 +3,9 @@
  * path suffix and query, the body and the request's end-to-end headers (`Content-Type`,
  * `Authorization` and `apikey` among them) go to `<runtime>/<name><suffix>`; the runtime's
  * status, headers and body come back unchanged. Both bodies stream (undici's request
- * client over keep-alive connections, its answer piped straight to the socket): nothing
- * is buffered, so a large upload or a long streamed answer costs no memory here.
+ * client over keep-alive connections, its answer piped straight to the socket), so a large
+ * upload or a long streamed answer costs no memory here; only a request body of a declared
+ * length up to 64 KiB is read first, to go out with its headers in one write.
  *
  * - Runtime unreachable (refused, reset, closed before answering): 502 `edge runtime unavailable`.
  * - No status line within FUNCTIONS_TIMEOUT_MS: 504 `edge runtime timed out`; an answer
@@ -18,7 +19,7 @@
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Agent, errors as undiciErrors, request } from 'undici';
+import type { Agent } from 'undici';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { forwardedFor } from '../core/http.ts';
 
@@ -87,6 +88,23 @@ function requestHeaders(req: FastifyRequest, target: ForwardTarget): Record<stri
   return out;
 }
 
+/** A body at most this large, with its length declared, is read before the call and sent with its headers. */
+const SMALL_BODY = 64 * 1024;
+
+/**
+ * The body to send: null without one; a small one with a declared length read whole (the
+ * runtime then gets headers and body in one write, not a write per stream chunk); else the
+ * request stream itself.
+ */
+async function bodyOf(req: FastifyRequest): Promise<Buffer | FastifyRequest['raw'] | null> {
+  if (!hasBody(req)) return null;
+  const len = Number(req.headers['content-length']);
+  if (req.headers['transfer-encoding'] !== undefined || !(len <= SMALL_BODY)) return req.raw;
+  const chunks: Buffer[] = [];
+  for await (const chunk of req.raw as AsyncIterable<Buffer>) chunks.push(chunk);
+  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+}
+
 function hasBody(req: FastifyRequest): boolean {
   const h = req.headers;
   if (h['transfer-encoding'] !== undefined) return true;
@@ -94,27 +112,40 @@ function hasBody(req: FastifyRequest): boolean {
   return len !== undefined && len !== '0';
 }
 
-function isTimeout(err: unknown): boolean {
-  return err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.ConnectTimeoutError;
+type Undici = typeof import('undici');
+
+function isTimeout(undici: Undici, err: unknown): boolean {
+  return err instanceof undici.errors.HeadersTimeoutError || err instanceof undici.errors.ConnectTimeoutError;
 }
 
 export function createForwarder(timeoutMs: number): Forwarder {
-  const dispatcher = new Agent({ keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } });
+  // undici and its connection pool are loaded at the first call: a service whose functions
+  // are never called never holds them.
+  let client: Promise<{ undici: Undici; dispatcher: Agent }> | null = null;
+  const load = () =>
+    (client ??= import('undici').then((undici) => ({
+      undici,
+      dispatcher: new undici.Agent({ keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } }),
+    })));
   return {
-    close: () => dispatcher.close(),
+    close: async () => {
+      if (client !== null) await (await client).dispatcher.close();
+    },
     async forward(req, reply, target) {
+      const { undici, dispatcher } = await load();
+      const requestBody = await bodyOf(req);
       let res;
       try {
-        res = await request(target.base + target.path, {
+        res = await undici.request(target.base + target.path, {
           dispatcher,
           method: req.method as 'GET',
           headers: requestHeaders(req, target),
-          body: hasBody(req) ? req.raw : null,
+          body: requestBody,
           signal: target.signal,
         });
       } catch (err) {
         if (target.signal?.aborted) throw ERRORS.shuttingDown();
-        throw isTimeout(err) ? FUNCTION_ERRORS.timedOut(err) : FUNCTION_ERRORS.unavailable(err);
+        throw isTimeout(undici, err) ? FUNCTION_ERRORS.timedOut(err) : FUNCTION_ERRORS.unavailable(err);
       }
       // The answer goes straight to the socket (not through fastify's send pipeline); the
       // headers set so far (CORS) go with the runtime's.

@@ -24,7 +24,7 @@
  * endpoint answers 404 (the area is not built yet) is reported as unavailable.
  */
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -35,6 +35,8 @@ import { formatComparison, formatProfile, summariseProfile } from './profile.ts'
 import { RUN_ORDER, SCENARIOS, TokenPool, mintUserToken, type CustomScenario, type Env, type Scenario } from './scenarios.ts';
 import type { ServerReady } from './server.ts';
 import { functionsDir } from './functions.ts';
+import { docsTable, writeDocsTable } from './docs-table.ts';
+import { runSoak } from './soak.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const JWT_SECRET = 'plinth-bench-secret-plinth-bench-secret-0123456789';
@@ -50,13 +52,17 @@ const { values: args } = parseArgs({
     'cpu-prof': { type: 'boolean', default: false },
     'cpu-prof-dir': { type: 'string' },
     'v8-flags': { type: 'string' },
+    'write-docs': { type: 'boolean', default: false },
+    soak: { type: 'boolean', default: false },
+    'soak-minutes': { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
   allowPositionals: false,
 });
 
 if (args.help) {
-  console.log(`npm run bench -- [--quick] [--json FILE] [--only name,name] [--connections N] [--cpu-prof] [--cpu-prof-dir DIR] [--v8-flags="FLAGS"]
+  console.log(`npm run bench -- [--quick] [--json FILE] [--only name,name] [--connections N] [--cpu-prof] [--cpu-prof-dir DIR] [--v8-flags="FLAGS"] [--write-docs]
+npm run bench -- --soak [--soak-minutes N]
 scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}`);
   process.exit(0);
 }
@@ -83,7 +89,9 @@ if (only) for (const n of only) if (!SCENARIOS.some((s) => s.name === n)) throw 
 const profDir = args['cpu-prof'] || args['cpu-prof-dir'] ? resolve(args['cpu-prof-dir'] ?? mkdtempSync(join(tmpdir(), 'plinth-bench-prof-'))) : null;
 
 // Hard bound: whatever happens, the run stops.
-const HARD_LIMIT_S = args.quick ? 150 : 900; // storage's MB/s and 1 GiB memory scenarios included
+const SOAK_MINUTES = Number(args['soak-minutes'] ?? 30);
+if (args.soak && !(SOAK_MINUTES > 0)) throw new Error('--soak-minutes takes a positive number');
+const HARD_LIMIT_S = args.soak ? SOAK_MINUTES * 60 + 300 : args.quick ? 150 : 900; // storage's MB/s and 1 GiB memory scenarios included
 const hardStop = setTimeout(() => {
   console.error(`bench: still running after ${HARD_LIMIT_S} s; stopping`);
   void cleanup().finally(() => process.exit(1));
@@ -202,7 +210,7 @@ function emptyRow(s: Scenario | CustomScenario): Row {
     p50_ms: null,
     p99_ms: null,
     rss_mb: null,
-    target: s.target.kind === 'ratio' ? `≥ ${s.target.min}` : s.target.kind === 'rps' ? `≥ ${s.target.min}/s` : '—',
+    target: s.target.kind === 'ratio' ? `≥ ${s.target.min}` : s.target.kind === 'rps' ? `≥ ${s.target.min}/s` : s.target.kind === 'max' ? `≤ ${s.target.max} ${s.target.unit}` : '—',
     baseline: s.baselineLabel,
     rate_rps: null,
     elu: null,
@@ -223,6 +231,10 @@ async function runCustom(s: CustomScenario, ctx: Ctx): Promise<Row> {
     quick: args.quick,
     connections: CONNECTIONS,
     userToken: (sub) => mintUserToken(JWT_SECRET, sub as `${string}-${string}-${string}-${string}-${string}`),
+    edgeRuntimeUrl: ctx.edgeRuntimeUrl,
+    edgeRuntimeSecret: ctx.env.edgeRuntimeSecret,
+    functionsDir: functionsDir(dataDir),
+    jwtSecret: JWT_SECRET,
   });
   const st = await service!.stats();
   Object.assign(row, { baseline_rps: null, ratio: null, rate_rps: null, non2xx_share: 0, ...r, rss_mb: r.rss_mb ?? st.rss_mb, elu: Math.round(st.elu * 100) / 100, eld_p99_ms: st.eld_p99_ms });
@@ -457,8 +469,11 @@ function printTable(rows: Row[]): void {
   }
 }
 
+const loadNow = () => loadavg().map((l) => l.toFixed(1)).join(' ');
+
 async function main(): Promise<number> {
   const started = Date.now();
+  const loadStart = loadNow();
   const selected = RUN_ORDER.map((n) => SCENARIOS.find((s) => s.name === n)!).filter((s) => !only || only.has(s.name));
   log(`${args.quick ? 'quick' : 'full'} run: ${selected.length} scenarios, ${CONNECTIONS} connections, pool ${POOL}, ${availableParallelism()} cores`);
 
@@ -504,7 +519,7 @@ async function main(): Promise<number> {
   const ctx: Ctx = { env, serviceUrl: svc.ready.url, serviceRoleKey: svc.ready.serviceRoleKey, baselineUrl: base.ready.url, edgeRuntimeUrl: svc.ready.edgeRuntimeUrl, auth: null, authProblem: null };
 
   // Accounts for the auth scenarios (their sessions go into the refresh-token pool).
-  if (selected.some((s) => s.needsAuth)) {
+  if (!args.soak && selected.some((s) => s.needsAuth)) {
     const signups = await Promise.all(
       env.users.map((u) =>
         once(ctx.serviceUrl, {
@@ -526,6 +541,23 @@ async function main(): Promise<number> {
   const idleStats = { service: await service.stats(), baseline: await baseline.stats() };
   const idle = { service: idleStats.service.rss_mb, baseline: idleStats.baseline.rss_mb };
   log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s; idle RSS: service ${idle.service} MB (heap ${idleStats.service.heap_used_mb} MB), baseline ${idle.baseline} MB`);
+
+  if (args.soak) {
+    const svcChild = service;
+    const code = await runSoak({
+      serviceUrl: ctx.serviceUrl,
+      anonKey: env.anonKey,
+      serviceRoleKey: ctx.serviceRoleKey,
+      dbUrl: db.url,
+      minutes: SOAK_MINUTES,
+      intervalS: 30,
+      stats: () => svcChild.stats(),
+      resetStats: () => svcChild.resetStats(),
+    });
+    log(`load average (1, 5, 15 min): ${loadStart} at the start, ${loadNow()} at the end`);
+    await cleanup();
+    return code;
+  }
 
   const rows: Row[] = [];
   for (const s of selected) {
@@ -552,6 +584,8 @@ async function main(): Promise<number> {
   console.log('');
   printTable(ordered);
   const seconds = (Date.now() - started) / 1000;
+  const loadEnd = loadNow();
+  console.log(`\nload average (1, 5, 15 min): ${loadStart} at the start, ${loadEnd} at the end`);
   console.log(
     `\n${args.quick ? 'quick' : 'full'} run, ${seconds.toFixed(0)} s; ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), Node ${process.version}; ` +
       `load: autocannon ${CONNECTIONS} connections (sign-in 8) in the driver process, on the same cores as the service and PostgreSQL; ` +
@@ -572,6 +606,7 @@ async function main(): Promise<number> {
         service_end: serviceEnd,
         service_after_full_gc: serviceAfterGc,
         durations_s: D,
+        load_average: { start: loadStart, end: loadEnd },
       },
       scenarios: ordered.map((r) => ({
         name: r.name,
@@ -597,6 +632,15 @@ async function main(): Promise<number> {
     };
     writeFileSync(resolve(args.json), JSON.stringify(out, null, 2) + '\n');
     console.log(`wrote ${resolve(args.json)}`);
+  }
+
+  if (args['write-docs']) {
+    const file = resolve(HERE, '../../docs/performance.md');
+    const about =
+      `\`npm run bench${args.quick ? ' -- --quick' : ''}\` (${args.quick ? 'quick' : 'full'} run) on ${availableParallelism()} shared cores (${cpus()[0]?.model ?? '?'}), Node ${process.version}; ` +
+      `load average ${loadStart} at the start, ${loadEnd} at the end (1, 5, 15 min).`;
+    writeDocsTable(file, docsTable(ordered, about));
+    console.log(`wrote the figures into ${file}`);
   }
 
   if (profDir) {

@@ -13,10 +13,15 @@ import { LIVE_SCENARIOS } from './live.ts';
 import { STORAGE_SCENARIOS } from './storage.ts';
 import { STORAGE_EXTRA_SCENARIOS } from './storage-extra.ts';
 import { OPS_SCENARIOS } from './ops.ts';
+import { DB_LIMIT_SCENARIOS } from './db-limit.ts';
+import { FUNCTIONS_PROXY_SCENARIOS } from './functions-proxy.ts';
+import { IDLE_RSS_SCENARIOS } from './idle-rss.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
   | { kind: 'rps'; min: number }
+  /** A figure that must stay at or under `max` (the scenario returns its own status). */
+  | { kind: 'max'; max: number; unit: string }
   | { kind: 'none' };
 
 export interface Env {
@@ -57,6 +62,13 @@ export interface RunContext {
   connections: number;
   /** An `authenticated` access token for the user `sub`, minted with the service's JWT_SECRET. */
   userToken(sub: string): Promise<string>;
+  /** The service's bundled edge runtime (of `bench_hello`) and its per-start secret, or null. */
+  edgeRuntimeUrl: string | null;
+  edgeRuntimeSecret: string | null;
+  /** The service's FUNCTIONS_DIR. */
+  functionsDir: string;
+  /** The service's JWT_SECRET (for a service process of the scenario's own). */
+  jwtSecret: string;
 }
 
 /** Its figures; the status follows from `target` as for the others. */
@@ -143,7 +155,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     name: 'rest-get-by-key',
     what: 'GET one row by primary key, anon key, RLS on',
     target: { kind: 'ratio', min: 0.6 },
-    baselineLabel: 'bare server, same query, 1 round trip',
+    baselineLabel: 'bare fastify + postgres server (not a limit), same query, 1 round trip',
     service: (env) => ({
       requests: ITEM_IDS.map((id) => ({ method: 'GET', path: `/rest/v1/bench_items?id=eq.${id}`, headers: anon(env) })),
     }),
@@ -155,7 +167,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     name: 'rest-list-embed',
     what: 'GET 100 rows, filter + order + many-to-one embed',
     target: { kind: 'ratio', min: 0.6 },
-    baselineLabel: 'bare server, same query, 1 round trip',
+    baselineLabel: 'bare fastify + postgres server (not a limit), same query, 1 round trip',
     service: (env) => ({
       requests: [
         {
@@ -171,7 +183,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     name: 'rest-insert',
     what: 'POST one row as an authenticated user, RLS on',
     target: { kind: 'ratio', min: 0.6 },
-    baselineLabel: 'bare server, same insert, 1 round trip',
+    baselineLabel: 'bare fastify + postgres server (not a limit), same insert, 1 round trip',
     service: (env) => ({
       requests: [
         {
@@ -197,7 +209,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     name: 'rpc-stable',
     what: 'POST /rest/v1/rpc of a STABLE SQL function, anon key',
     target: { kind: 'ratio', min: 0.6 },
-    baselineLabel: 'bare server, same call, 1 round trip',
+    baselineLabel: 'bare fastify + postgres server (not a limit), same call, 1 round trip',
     service: (env) => ({
       requests: AUTHOR_IDS.map((id) => ({
         method: 'POST',
@@ -263,13 +275,16 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
     service: health,
     baseline: health,
   },
+  ...DB_LIMIT_SCENARIOS,
   ...WEBHOOK_SCENARIOS,
   ...JOB_SCENARIOS,
   ...FUNCTION_SCENARIOS,
+  ...FUNCTIONS_PROXY_SCENARIOS,
   ...LIVE_SCENARIOS,
   ...STORAGE_SCENARIOS,
   ...STORAGE_EXTRA_SCENARIOS,
   ...OPS_SCENARIOS,
+  ...IDLE_RSS_SCENARIOS,
 ];
 
 /**
@@ -277,4 +292,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'live-per-subscriber', 'broadcast-fanout', 'live-write-cost', 'live-write-cost-rerun', 'storage-upload', 'storage-download', 'storage-resumable', 'storage-thumbnail', 'metrics-scrape', 'otel-idle'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-get-by-key-db-limit', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'functions-proxy', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'live-per-subscriber', 'broadcast-fanout', 'live-write-cost', 'live-write-cost-rerun', 'storage-upload', 'storage-download', 'storage-resumable', 'storage-thumbnail', 'metrics-scrape', 'otel-idle', 'idle-rss'];

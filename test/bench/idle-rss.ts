@@ -1,0 +1,114 @@
+/**
+ * `idle-rss`: the resident memory of the service process as `npm start` runs it (`node`
+ * with the start script's flags, `src/main.ts`, no bench code in the process) on the bench
+ * database, after it answered a few requests (health, REST reads, a sign-in) and sat idle
+ * for a moment: VmRSS from /proc. npm's own parent process (when started with `npm start`)
+ * is not counted: `node src/main.ts` runs without it.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startFlags } from '../../scripts/start-flags.ts';
+import type { CustomScenario, RunContext, RunResult } from './scenarios.ts';
+
+const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+export const IDLE_RSS_GOAL_MB = 100;
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as AddressInfo).port;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+/** VmRSS and VmHWM of a process, MB (Linux). */
+export function procMemory(pid: number): { rss_mb: number; hwm_mb: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rss_mb: Math.round(kb('VmRSS') / 1024), hwm_mb: Math.round(kb('VmHWM') / 1024) };
+}
+
+/** Start `node <start flags> src/main.ts` with `env`; resolves once /health answers 200. */
+export async function startMain(env: Record<string, string>, timeoutMs = 60_000) {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'plinth-bench-main-'));
+  const proc = spawn(process.execPath, [...startFlags(), MAIN], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'error', MIGRATE_ON_START: 'false', ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc.exitCode !== null) {
+      await stop();
+      throw new Error(`src/main.ts exited with ${proc.exitCode} before it answered`);
+    }
+    const ok = await fetch(`${url}/health`).then(
+      async (r) => (await r.text(), r.status === 200),
+      () => false,
+    );
+    if (ok) break;
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error('src/main.ts did not answer /health in time');
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { proc, url, dataDir, stop };
+}
+
+async function run(ctx: RunContext): Promise<RunResult> {
+  const main = await startMain({ DATABASE_URL: ctx.dbUrl, JWT_SECRET: ctx.jwtSecret, DB_POOL_SIZE: process.env.DB_POOL_SIZE ?? '10' });
+  try {
+    const afterStart = procMemory(main.proc.pid!);
+    const anon = { apikey: ctx.anonKey, authorization: `Bearer ${ctx.anonKey}` };
+    // A few requests of the common paths: health, REST reads, a password sign-in.
+    for (let i = 0; i < 20; i++) {
+      const r = await fetch(`${main.url}/rest/v1/bench_items?id=eq.${(i % 9) + 1}`, { headers: anon });
+      await r.text();
+      if (r.status !== 200) throw new Error(`GET by key → ${r.status}`);
+    }
+    const signin = await fetch(`${main.url}/auth/v1/token?grant_type=password`, {
+      method: 'POST',
+      headers: { ...anon, 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'nobody@example.com', password: 'not-the-password' }),
+    });
+    await signin.text();
+    await new Promise((r) => setTimeout(r, 2000));
+    const idle = procMemory(main.proc.pid!);
+    return {
+      rps: null,
+      rss_mb: idle.rss_mb,
+      status: idle.rss_mb <= IDLE_RSS_GOAL_MB ? 'PASS' : 'MISS',
+      baseline: 'none: MB, goal ≤ 100',
+      note: `node src/main.ts with the start flags: ${afterStart.rss_mb} MB after start, ${idle.rss_mb} MB after 20 REST reads and a sign-in (peak ${idle.hwm_mb} MB)`,
+      extra: { rss_after_start_mb: afterStart.rss_mb, rss_idle_mb: idle.rss_mb, rss_peak_mb: idle.hwm_mb },
+    };
+  } finally {
+    await main.stop();
+  }
+}
+
+export const IDLE_RSS_SCENARIOS: readonly CustomScenario[] = [
+  {
+    name: 'idle-rss',
+    what: 'resident memory of `node src/main.ts` after start and a few requests',
+    target: { kind: 'max', max: IDLE_RSS_GOAL_MB, unit: 'MB' },
+    baselineLabel: 'none: MB, goal ≤ 100',
+    run,
+  },
+];
