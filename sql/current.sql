@@ -1,1 +1,5 @@
 -- Enter migration here
+--!include webhooks/hooks.sql
+--!include webhooks/outbox.sql
+--!include webhooks/enqueue.sql
+--!include webhooks/deliveries.sql

@@ -96,13 +96,15 @@ export interface AttemptRecord {
   body: string | null;
   /** The id of the request whose change caused the delivery (null: none). */
   requestId: string | null;
+  /** The retry delays (WEBHOOK_RETRY_SCHEDULE): attempt n is followed, after a failure, by one `delaysMs[n - 1]` later. */
+  delaysMs: readonly number[];
 }
 
 export async function recordAttempt(sql: Sql, a: AttemptRecord): Promise<RecordAttemptStatus> {
   const [r] = await sql<{ status: RecordAttemptStatus }[]>`
     select webhooks_private.record_attempt(${a.webhookId}::uuid, ${a.deliveryId}::uuid, ${a.attempt}::int, ${a.event}::text,
       ${a.table}::text, ${a.createdAt}::timestamptz, ${a.statusCode}::int, ${a.error}::text, ${a.durationMs}::int,
-      ${a.attemptedAt}::timestamptz, ${a.body}::text, ${a.requestId}::text) as status`;
+      ${a.attemptedAt}::timestamptz, ${a.body}::text, ${a.requestId}::text, ${a.delaysMs as number[]}::int[]) as status`;
   return r.status;
 }
 
@@ -123,12 +125,27 @@ export async function requeueAttempt(sql: Sql, a: Pick<AttemptRecord, 'webhookId
     ${a.table}::text, ${a.createdAt}::timestamptz, ${a.body}::text, ${delayMs}::int, ${a.requestId}::text)`;
 }
 
-export interface DeliveryTarget {
-  id: string;
-  url: string;
-  secret: string;
+// ── outbox (outbox.sql) ───────────────────────────────────────────────────────────────────
+
+/** Hand up to `limit` due outbox rows to the job worker; returns the rows taken. */
+export async function drainOutbox(sql: Sql, limit: number): Promise<number> {
+  const [r] = await sql<{ n: number }[]>`select webhooks_private.drain_outbox(${limit}::int) as n`;
+  return r.n;
 }
 
-export async function deliveryTargets(sql: Sql): Promise<DeliveryTarget[]> {
-  return await sql<DeliveryTarget[]>`select * from webhooks_private.delivery_targets()`;
+/** Whether the outbox needs polling: a webhook is active, or a row waits. */
+export async function anyActiveHook(sql: Sql): Promise<boolean> {
+  const [r] = await sql<{ any: boolean }[]>`select webhooks_private.any_active_hook() as any`;
+  return r.any;
+}
+
+export type RedeliverStatus = 'ok' | 'webhook_not_found' | 'not_found' | 'not_failed';
+
+/** Send a failed delivery once more; `attempt` is the new attempt's number when status is `ok`. */
+export async function redeliver(sql: Sql, webhookId: string, deliveryId: string, requestId: string): Promise<{ status: RedeliverStatus; attempt: number | null }> {
+  const [r] = await call(
+    sql<{ status: RedeliverStatus; attempt: number | null }[]>`
+      select status, attempt from webhooks.redeliver(${webhookId}::uuid, ${deliveryId}::uuid, ${requestId}::text)`,
+  );
+  return r;
 }

@@ -1,15 +1,17 @@
 /**
  * The `webhooks__deliver` task (docs/api/webhooks.md, docs/architecture.md Jobs): one job is one attempt.
  *
- * SQL enqueued the job in the transaction of the change (enqueue.sql), with the body as
- * text. The task asks SQL whether the attempt is still due and where it goes
- * (`begin_attempt`: url and secret, never in the job), POSTs the exact bytes with
+ * The job comes from the outbox (outbox.sql), with the body as text. Every attempt first
+ * asks SQL whether it is still due and where it goes (`begin_attempt`: url and secret,
+ * never in the job; `done` when this attempt is already recorded, so a job run again after
+ * a crash does not post it twice), POSTs the exact bytes with
  *   Content-Type: application/json
  *   User-Agent: service-webhooks/1.0
  *   X-Webhook-Id: <delivery id>            (the same on every attempt: receivers drop duplicates)
  *   X-Webhook-Signature: sha256=<hex>      (HMAC-SHA256 of the bytes sent; only with a secret)
  * within WEBHOOK_TIMEOUT_MS, and records the outcome (`record_attempt`), which in the same
- * transaction adds the next attempt's job (+1 s, +4 s) or ends the delivery. A non-2xx, a
+ * transaction queues the next attempt (WEBHOOK_RETRY_SCHEDULE; +1 s, +4 s by default) or
+ * ends the delivery. A non-2xx, a
  * network error or a timeout is a failed attempt; the task never throws for an HTTP failure,
  * so the worker's own backoff never applies to them.
  *
@@ -26,8 +28,7 @@ import https from 'node:https';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
 import { hooks as spanHooks } from '../core/spans.ts';
-import { Reloading } from '../core/reloading.ts';
-import { beginAttempt, deliveryTargets, recordAttempt, requeueAttempt, type BeginAttempt } from './db.ts';
+import { beginAttempt, recordAttempt, requeueAttempt } from './db.ts';
 
 export const USER_AGENT = 'service-webhooks/1.0';
 
@@ -133,35 +134,8 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
   });
 }
 
-/**
- * The active webhooks' url and secret, by id, loaded on first use and again on every
- * `webhooks` cache NOTIFY (hooks.sql). A miss (a webhook created a moment ago, or deleted)
- * goes to SQL.
- */
-class Targets {
-  private readonly cache: Reloading<Map<string, { url: string; secret: string }>>;
-  private readonly deps: Deps;
-
-  constructor(deps: Deps) {
-    this.deps = deps;
-    this.cache = new Reloading(async () => {
-      const rows = await deliveryTargets(deps.db.sql);
-      return new Map(rows.map((r) => [r.id, { url: r.url, secret: r.secret }]));
-    });
-    deps.db.onCacheReload('webhooks', () => this.cache.reload());
-  }
-
-  async get(webhookId: string, deliveryId: string, attempt: number): Promise<BeginAttempt> {
-    if (this.cache.value === null) await this.cache.reload().catch(() => {});
-    const hit = this.cache.value?.get(webhookId);
-    if (hit) return { status: 'ok', url: hit.url, secret: hit.secret };
-    return beginAttempt(this.deps.db.sql, webhookId, deliveryId, attempt);
-  }
-}
-
 export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
   const { db, log, config, metrics } = deps;
-  const targets = new Targets(deps);
   return async (payload, helpers) => {
     if (!isPayload(payload)) {
       log.error({ job: helpers.job.id }, 'webhooks__deliver: malformed payload; dropped');
@@ -172,7 +146,8 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
     const giveBack = (delayMs: number) =>
       requeueAttempt(db.sql, { webhookId: p.w, deliveryId: p.d, attempt: p.n, event: p.e, table: p.t, createdAt: p.c, body: p.b, requestId: requestId }, delayMs);
     if (stopping.aborted) return giveBack(250);
-    const target = await targets.get(p.w, p.d, p.n);
+    // Asked for every attempt: a job run again after a crash finds its attempt recorded (`done`).
+    const target = await beginAttempt(db.sql, p.w, p.d, p.n);
     switch (target.status) {
       case 'gone':
       case 'done':
@@ -220,7 +195,8 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
       attemptedAt,
       body: ok ? null : p.b,
       requestId,
+      delaysMs: config.webhookRetryScheduleMs,
     });
-    if (status === 'failed') log.warn({ delivery: p.d, webhook: p.w, error: out.error, status: out.statusCode }, 'webhook delivery failed after 3 attempts');
+    if (status === 'failed') log.warn({ delivery: p.d, webhook: p.w, attempt: p.n, error: out.error, status: out.statusCode }, 'webhook delivery failed for good');
   };
 }
