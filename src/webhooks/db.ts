@@ -139,7 +139,7 @@ export async function anyActiveHook(sql: Sql): Promise<boolean> {
   return r.any;
 }
 
-export type RedeliverStatus = 'ok' | 'webhook_not_found' | 'not_found' | 'not_failed';
+export type RedeliverStatus = 'ok' | 'webhook_not_found' | 'paused' | 'not_found' | 'not_failed';
 
 /** Send a failed delivery once more; `attempt` is the new attempt's number when status is `ok`. */
 export async function redeliver(sql: Sql, webhookId: string, deliveryId: string, requestId: string): Promise<{ status: RedeliverStatus; attempt: number | null }> {
