@@ -1,5 +1,7 @@
 /**
- * The `webhooks__deliver` task (docs/api/webhooks.md, docs/architecture.md Jobs): one job is one attempt.
+ * The `webhooks__deliver` task (docs/api/webhooks.md, docs/architecture.md Jobs): one job is a
+ * batch of attempts of one webhook (up to 25, as the outbox drain grouped them), asked
+ * about in one statement, made concurrently, and recorded in one transaction.
  *
  * The job comes from the outbox (outbox.sql), with the body as text. Every attempt first
  * asks SQL whether it is still due and where it goes (`begin_attempt`: url and secret,
@@ -28,11 +30,11 @@ import https from 'node:https';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
 import { hooks as spanHooks } from '../core/spans.ts';
-import { beginAttempt, recordAttempt, requeueAttempt } from './db.ts';
+import { beginAttempts, recordAttempts, requeueAttempt, type AttemptRecord, type BeginAttempt } from './db.ts';
 
 export const USER_AGENT = 'service-webhooks/1.0';
 
-/** The job payload written by webhooks_private.tg__enqueue and record_attempt. */
+/** One attempt in a job, as webhooks_private.drain_outbox writes it (a job carries up to 25 of them). */
 export interface DeliverPayload {
   /** delivery id (X-Webhook-Id) */
   d: string;
@@ -134,25 +136,25 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
   });
 }
 
+/** The attempts of a job: `{"items": [...]}` as the outbox drain writes it, or one attempt's payload. */
+function attemptsOf(payload: unknown): DeliverPayload[] | null {
+  if (isPayload(payload)) return [payload];
+  const items = (payload as { items?: unknown } | null)?.items;
+  return Array.isArray(items) && items.length > 0 && items.every(isPayload) ? items : null;
+}
+
 export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
   const { db, log, config, metrics } = deps;
-  return async (payload, helpers) => {
-    if (!isPayload(payload)) {
-      log.error({ job: helpers.job.id }, 'webhooks__deliver: malformed payload; dropped');
-      return;
-    }
-    const p = payload;
-    const requestId = typeof p.r === 'string' ? p.r : null;
-    const giveBack = (delayMs: number) =>
-      requeueAttempt(db.sql, { webhookId: p.w, deliveryId: p.d, attempt: p.n, event: p.e, table: p.t, createdAt: p.c, body: p.b, requestId: requestId }, delayMs);
-    if (stopping.aborted) return giveBack(250);
-    // Asked for every attempt: a job run again after a crash finds its attempt recorded (`done`).
-    const target = await beginAttempt(db.sql, p.w, p.d, p.n);
+  const giveBack = (p: DeliverPayload, delayMs: number) =>
+    requeueAttempt(db.sql, { d: p.d, w: p.w, n: p.n, e: p.e, t: p.t, c: p.c, b: p.b, r: typeof p.r === 'string' ? p.r : null }, delayMs);
+
+  /** One attempt: POST, log, measure. Null when it is not due. */
+  async function attempt(p: DeliverPayload, target: BeginAttempt, abort: AbortSignal): Promise<{ out: AttemptOutcome; record: AttemptRecord } | null> {
     switch (target.status) {
       case 'gone':
       case 'done':
         log.debug({ delivery: p.d, attempt: p.n, status: target.status }, 'webhooks__deliver: nothing to do');
-        return;
+        return null;
       case 'ok':
         break;
       default: {
@@ -160,6 +162,7 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
         throw new Error(`unknown begin_attempt status ${String(never)}`);
       }
     }
+    const requestId = typeof p.r === 'string' ? p.r : null;
     const body = Buffer.from(p.b, 'utf8');
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -170,33 +173,49 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
     const attemptedAt = new Date();
     const t0 = performance.now();
     const span = spanHooks?.root('webhook delivery', { 'plinth.delivery_id': p.d, 'plinth.attempt': p.n, 'plinth.request_id': requestId ?? '' }) ?? null;
-    const out = await post(target.url!, body, headers, config.webhookTimeoutMs, AbortSignal.any([stopping, helpers.abortSignal]));
+    const out = await post(target.url!, body, headers, config.webhookTimeoutMs, abort);
     const durationMs = Math.round(performance.now() - t0);
     span?.end(out.error ?? undefined);
-    const outcome = out.interrupted ? 'interrupted' : out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300 ? 'success' : 'failure';
+    const ok = out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300;
+    const outcome = out.interrupted ? 'interrupted' : ok ? 'success' : 'failure';
     metrics.webhookAttempts.labels(outcome).inc();
     if (outcome === 'success') metrics.webhookLatency.observe(Math.max(0, (Date.now() - Date.parse(p.c)) / 1000));
     log.info({ request_id: requestId, delivery: p.d, attempt: p.n, outcome, status: out.statusCode, duration_ms: durationMs }, 'webhook delivery attempt');
-    if (out.interrupted) {
-      log.info({ delivery: p.d, attempt: p.n }, 'webhooks__deliver: stopping mid-attempt; the attempt is given back');
-      return giveBack(0);
+    return {
+      out,
+      record: { d: p.d, w: p.w, n: p.n, e: p.e, t: p.t, c: p.c, b: ok ? null : p.b, r: requestId, s: out.statusCode, x: out.error, ms: durationMs, at: attemptedAt.toISOString() },
+    };
+  }
+
+  return async (payload, helpers) => {
+    const batch = attemptsOf(payload);
+    if (batch === null) {
+      log.error({ job: helpers.job.id }, 'webhooks__deliver: malformed payload; dropped');
+      return;
     }
-    const ok = out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300;
-    const status = await recordAttempt(db.sql, {
-      webhookId: p.w,
-      deliveryId: p.d,
-      attempt: p.n,
-      event: p.e,
-      table: p.t,
-      createdAt: p.c,
-      statusCode: out.statusCode,
-      error: out.error,
-      durationMs,
-      attemptedAt,
-      body: ok ? null : p.b,
-      requestId,
-      delaysMs: config.webhookRetryScheduleMs,
-    });
-    if (status === 'failed') log.warn({ delivery: p.d, webhook: p.w, attempt: p.n, error: out.error, status: out.statusCode }, 'webhook delivery failed for good');
+    if (stopping.aborted) {
+      for (const p of batch) await giveBack(p, 250);
+      return;
+    }
+    // Asked for every attempt: a job run again after a crash finds its recorded attempts `done`.
+    const targets = await beginAttempts(db.sql, batch);
+    const abort = AbortSignal.any([stopping, helpers.abortSignal]);
+    const made = await Promise.all(batch.map((p, i) => attempt(p, targets[i], abort)));
+    const records: AttemptRecord[] = [];
+    for (const [i, m] of made.entries()) {
+      if (m === null) continue;
+      if (m.out.interrupted) {
+        log.info({ delivery: batch[i].d, attempt: batch[i].n }, 'webhooks__deliver: stopping mid-attempt; the attempt is given back');
+        await giveBack(batch[i], 0);
+      } else {
+        records.push(m.record);
+      }
+    }
+    if (records.length === 0) return;
+    const statuses = await recordAttempts(db.sql, records, config.webhookRetryScheduleMs);
+    for (const [i, status] of statuses.entries()) {
+      const r = records[i];
+      if (status === 'failed') log.warn({ delivery: r.d, webhook: r.w, attempt: r.n, error: r.x, status: r.s }, 'webhook delivery failed for good');
+    }
   };
 }
