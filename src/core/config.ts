@@ -121,6 +121,8 @@ export interface Config {
   /** EDGE_RUNTIME_SECRET: sent to an external EDGE_RUNTIME_URL in `x-plinth-runtime-secret` (the bundled runtime gets a random one per start). */
   edgeRuntimeSecret: string | null;
   webhookTimeoutMs: number;
+  /** WEBHOOK_RETRY_SCHEDULE: the delays (ms) before each retry of a failed delivery attempt; its length + 1 attempts in all. */
+  webhookRetryScheduleMs: readonly number[];
   /** JOB_RUN_RETENTION_DAYS: how long the run log of schedules and queues keeps a finished run. */
   jobRunRetentionDays: number;
   /** FUNCTIONS_MEMORY_MB: the heap budget of each bundled-runtime function process. */
@@ -251,6 +253,32 @@ function restTxEnd(env: Env): RestTxEnd {
   const found = REST_TX_ENDS.find((x) => x === v);
   if (found === undefined) throw new ConfigError('REST_TX_END', `must be one of ${REST_TX_ENDS.join(', ')}`);
   return found;
+}
+
+const RETRY_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const RETRY_MAX_DELAYS = 20;
+const RETRY_MAX_DELAY_MS = 24 * 3_600_000;
+
+/**
+ * WEBHOOK_RETRY_SCHEDULE: comma-separated delays (`1s,4s,1m,10m,1h`), each a whole number
+ * with a unit (ms, s, m, h), at most 20 of them, each at most 24 h. Unset: the interface's
+ * 1 s and 4 s (three attempts in all).
+ */
+function retrySchedule(env: Env): readonly number[] {
+  const v = str(env, 'WEBHOOK_RETRY_SCHEDULE');
+  if (v === undefined) return Object.freeze([1000, 4000]);
+  const parts = v.split(',').map((p) => p.trim());
+  const bad = () => new ConfigError('WEBHOOK_RETRY_SCHEDULE', `must be 1 to ${RETRY_MAX_DELAYS} comma-separated delays such as 1s,4s,1m,10m,1h (units ms, s, m, h; each at most 24h)`);
+  if (parts.length > RETRY_MAX_DELAYS) throw bad();
+  return Object.freeze(
+    parts.map((p) => {
+      const m = /^(\d{1,9})(ms|s|m|h)$/.exec(p);
+      if (!m) throw bad();
+      const ms = Number(m[1]) * RETRY_UNITS[m[2]];
+      if (ms > RETRY_MAX_DELAY_MS) throw bad();
+      return ms;
+    }),
+  );
 }
 
 function int(env: Env, name: string, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -585,6 +613,7 @@ export function parseConfig(env: Env = process.env): Config {
     functionsDenyNet: Object.freeze(netList(env, 'FUNCTIONS_DENY_NET') ?? []),
     edgeRuntimeSecret: edgeRuntimeSecret(env),
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10000, 1),
+    webhookRetryScheduleMs: retrySchedule(env),
     jobRunRetentionDays: int(env, 'JOB_RUN_RETENTION_DAYS', 14, 1, 3650),
     functionsMemoryMb: int(env, 'FUNCTIONS_MEMORY_MB', 256, 16, 65536),
     wsMaxConnections: int(env, 'WS_MAX_CONNECTIONS', 10000, 1),

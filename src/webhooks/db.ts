@@ -73,37 +73,51 @@ export interface BeginAttempt {
   secret: string | null;
 }
 
-export async function beginAttempt(sql: Sql, webhookId: string, deliveryId: string, attempt: number): Promise<BeginAttempt> {
-  const [r] = await sql<BeginAttempt[]>`
-    select * from webhooks_private.begin_attempt(${webhookId}::uuid, ${deliveryId}::uuid, ${attempt}::int)`;
-  return r;
+/** One attempt of a job's batch, as the outbox drain wrote it (deliver.ts, DeliverPayload). */
+export interface AttemptRef {
+  /** delivery id */
+  d: string;
+  /** webhook id */
+  w: string;
+  /** attempt number */
+  n: number;
+}
+
+/** Whether each attempt is still due and where it goes, in the batch's order (begin_attempts). */
+export async function beginAttempts(sql: Sql, items: readonly AttemptRef[]): Promise<BeginAttempt[]> {
+  const refs = items.map(({ d, w, n }) => ({ d, w, n }));
+  return await sql<BeginAttempt[]>`select * from webhooks_private.begin_attempts(${JSON.stringify(refs)}::text::jsonb)`;
 }
 
 export type RecordAttemptStatus = 'delivered' | 'retry' | 'failed' | 'duplicate' | 'gone';
 
-export interface AttemptRecord {
-  webhookId: string;
-  deliveryId: string;
-  attempt: number;
-  event: string;
-  table: string;
-  createdAt: string;
-  statusCode: number | null;
-  error: string | null;
-  durationMs: number;
-  attemptedAt: Date;
-  /** The bytes sent, for the next attempt; null after a 2xx. */
-  body: string | null;
-  /** The id of the request whose change caused the delivery (null: none). */
-  requestId: string | null;
+/** An attempt made, to record: its job item's fields and its outcome. */
+export interface AttemptRecord extends AttemptRef {
+  /** event, table, when the change was made */
+  e: string;
+  t: string;
+  c: string;
+  /** the bytes sent, for the next attempt; null after a 2xx */
+  b: string | null;
+  /** the id of the request that caused the attempt (null: none) */
+  r: string | null;
+  /** status code (null: none) */
+  s: number | null;
+  /** error (null: a status came back) */
+  x: string | null;
+  ms: number;
+  /** when the attempt started, ISO 8601 */
+  at: string;
 }
 
-export async function recordAttempt(sql: Sql, a: AttemptRecord): Promise<RecordAttemptStatus> {
-  const [r] = await sql<{ status: RecordAttemptStatus }[]>`
-    select webhooks_private.record_attempt(${a.webhookId}::uuid, ${a.deliveryId}::uuid, ${a.attempt}::int, ${a.event}::text,
-      ${a.table}::text, ${a.createdAt}::timestamptz, ${a.statusCode}::int, ${a.error}::text, ${a.durationMs}::int,
-      ${a.attemptedAt}::timestamptz, ${a.body}::text, ${a.requestId}::text) as status`;
-  return r.status;
+/**
+ * Record the attempts of a batch in one transaction; `delaysMs` is WEBHOOK_RETRY_SCHEDULE
+ * (attempt n is followed, after a failure, by one `delaysMs[n - 1]` later). Statuses in order.
+ */
+export async function recordAttempts(sql: Sql, records: readonly AttemptRecord[], delaysMs: readonly number[]): Promise<RecordAttemptStatus[]> {
+  const [r] = await sql<{ statuses: RecordAttemptStatus[] }[]>`
+    select webhooks_private.record_attempts(${JSON.stringify(records)}::text::jsonb, ${delaysMs as number[]}::int[]) as statuses`;
+  return r.statuses;
 }
 
 // ── housekeeping (purge.sql) ─────────────────────────────────────────────────────────────
@@ -117,18 +131,33 @@ export async function schedulePurge(sql: Sql, delaySeconds: number): Promise<voi
   await sql`select webhooks.schedule_purge(${delaySeconds}::int)`;
 }
 
-/** Give an attempt back unrecorded (this instance is stopping): the same job again, after `delayMs`. */
-export async function requeueAttempt(sql: Sql, a: Pick<AttemptRecord, 'webhookId' | 'deliveryId' | 'attempt' | 'event' | 'table' | 'createdAt' | 'requestId'> & { body: string }, delayMs: number): Promise<void> {
-  await sql`select webhooks_private.requeue_attempt(${a.webhookId}::uuid, ${a.deliveryId}::uuid, ${a.attempt}::int, ${a.event}::text,
-    ${a.table}::text, ${a.createdAt}::timestamptz, ${a.body}::text, ${delayMs}::int, ${a.requestId}::text)`;
+/** Give an attempt back unrecorded (this instance is stopping): to the outbox again, due after `delayMs`. */
+export async function requeueAttempt(sql: Sql, a: AttemptRef & { e: string; t: string; c: string; b: string; r: string | null }, delayMs: number): Promise<void> {
+  await sql`select webhooks_private.requeue_attempt(${a.w}::uuid, ${a.d}::uuid, ${a.n}::int, ${a.e}::text,
+    ${a.t}::text, ${a.c}::timestamptz, ${a.b}::text, ${delayMs}::int, ${a.r}::text)`;
 }
 
-export interface DeliveryTarget {
-  id: string;
-  url: string;
-  secret: string;
+// ── outbox (outbox.sql) ───────────────────────────────────────────────────────────────────
+
+/** Hand up to `limit` due outbox rows to the job worker; returns the rows taken. */
+export async function drainOutbox(sql: Sql, limit: number): Promise<number> {
+  const [r] = await sql<{ n: number }[]>`select webhooks_private.drain_outbox(${limit}::int) as n`;
+  return r.n;
 }
 
-export async function deliveryTargets(sql: Sql): Promise<DeliveryTarget[]> {
-  return await sql<DeliveryTarget[]>`select * from webhooks_private.delivery_targets()`;
+/** Whether the outbox needs polling: a webhook is active, or a row waits. */
+export async function anyActiveHook(sql: Sql): Promise<boolean> {
+  const [r] = await sql<{ any: boolean }[]>`select webhooks_private.any_active_hook() as any`;
+  return r.any;
+}
+
+export type RedeliverStatus = 'ok' | 'webhook_not_found' | 'paused' | 'not_found' | 'not_failed';
+
+/** Send a failed delivery once more; `attempt` is the new attempt's number when status is `ok`. */
+export async function redeliver(sql: Sql, webhookId: string, deliveryId: string, requestId: string): Promise<{ status: RedeliverStatus; attempt: number | null }> {
+  const [r] = await call(
+    sql<{ status: RedeliverStatus; attempt: number | null }[]>`
+      select status, attempt from webhooks.redeliver(${webhookId}::uuid, ${deliveryId}::uuid, ${requestId}::text)`,
+  );
+  return r;
 }

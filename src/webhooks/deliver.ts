@@ -1,15 +1,19 @@
 /**
- * The `webhooks__deliver` task (docs/api/webhooks.md, docs/architecture.md Jobs): one job is one attempt.
+ * The `webhooks__deliver` task (docs/api/webhooks.md, docs/architecture.md Jobs): one job is a
+ * batch of attempts of one webhook (up to 25, as the outbox drain grouped them), asked
+ * about in one statement, made concurrently, and recorded in one transaction.
  *
- * SQL enqueued the job in the transaction of the change (enqueue.sql), with the body as
- * text. The task asks SQL whether the attempt is still due and where it goes
- * (`begin_attempt`: url and secret, never in the job), POSTs the exact bytes with
+ * The job comes from the outbox (outbox.sql), with the body as text. Every attempt first
+ * asks SQL whether it is still due and where it goes (`begin_attempt`: url and secret,
+ * never in the job; `done` when this attempt is already recorded, so a job run again after
+ * a crash does not post it twice), POSTs the exact bytes with
  *   Content-Type: application/json
  *   User-Agent: service-webhooks/1.0
  *   X-Webhook-Id: <delivery id>            (the same on every attempt: receivers drop duplicates)
  *   X-Webhook-Signature: sha256=<hex>      (HMAC-SHA256 of the bytes sent; only with a secret)
  * within WEBHOOK_TIMEOUT_MS, and records the outcome (`record_attempt`), which in the same
- * transaction adds the next attempt's job (+1 s, +4 s) or ends the delivery. A non-2xx, a
+ * transaction queues the next attempt (WEBHOOK_RETRY_SCHEDULE; +1 s, +4 s by default) or
+ * ends the delivery. A non-2xx, a
  * network error or a timeout is a failed attempt; the task never throws for an HTTP failure,
  * so the worker's own backoff never applies to them.
  *
@@ -26,12 +30,11 @@ import https from 'node:https';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
 import { hooks as spanHooks } from '../core/spans.ts';
-import { Reloading } from '../core/reloading.ts';
-import { beginAttempt, deliveryTargets, recordAttempt, requeueAttempt, type BeginAttempt } from './db.ts';
+import { beginAttempts, recordAttempts, requeueAttempt, type AttemptRecord, type BeginAttempt } from './db.ts';
 
 export const USER_AGENT = 'service-webhooks/1.0';
 
-/** The job payload written by webhooks_private.tg__enqueue and record_attempt. */
+/** One attempt in a job, as webhooks_private.drain_outbox writes it (a job carries up to 25 of them). */
 export interface DeliverPayload {
   /** delivery id (X-Webhook-Id) */
   d: string;
@@ -133,51 +136,25 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
   });
 }
 
-/**
- * The active webhooks' url and secret, by id, loaded on first use and again on every
- * `webhooks` cache NOTIFY (hooks.sql). A miss (a webhook created a moment ago, or deleted)
- * goes to SQL.
- */
-class Targets {
-  private readonly cache: Reloading<Map<string, { url: string; secret: string }>>;
-  private readonly deps: Deps;
-
-  constructor(deps: Deps) {
-    this.deps = deps;
-    this.cache = new Reloading(async () => {
-      const rows = await deliveryTargets(deps.db.sql);
-      return new Map(rows.map((r) => [r.id, { url: r.url, secret: r.secret }]));
-    });
-    deps.db.onCacheReload('webhooks', () => this.cache.reload());
-  }
-
-  async get(webhookId: string, deliveryId: string, attempt: number): Promise<BeginAttempt> {
-    if (this.cache.value === null) await this.cache.reload().catch(() => {});
-    const hit = this.cache.value?.get(webhookId);
-    if (hit) return { status: 'ok', url: hit.url, secret: hit.secret };
-    return beginAttempt(this.deps.db.sql, webhookId, deliveryId, attempt);
-  }
+/** The attempts of a job: `{"items": [...]}` as the outbox drain writes it, or one attempt's payload. */
+function attemptsOf(payload: unknown): DeliverPayload[] | null {
+  if (isPayload(payload)) return [payload];
+  const items = (payload as { items?: unknown } | null)?.items;
+  return Array.isArray(items) && items.length > 0 && items.every(isPayload) ? items : null;
 }
 
 export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
   const { db, log, config, metrics } = deps;
-  const targets = new Targets(deps);
-  return async (payload, helpers) => {
-    if (!isPayload(payload)) {
-      log.error({ job: helpers.job.id }, 'webhooks__deliver: malformed payload; dropped');
-      return;
-    }
-    const p = payload;
-    const requestId = typeof p.r === 'string' ? p.r : null;
-    const giveBack = (delayMs: number) =>
-      requeueAttempt(db.sql, { webhookId: p.w, deliveryId: p.d, attempt: p.n, event: p.e, table: p.t, createdAt: p.c, body: p.b, requestId: requestId }, delayMs);
-    if (stopping.aborted) return giveBack(250);
-    const target = await targets.get(p.w, p.d, p.n);
+  const giveBack = (p: DeliverPayload, delayMs: number) =>
+    requeueAttempt(db.sql, { d: p.d, w: p.w, n: p.n, e: p.e, t: p.t, c: p.c, b: p.b, r: typeof p.r === 'string' ? p.r : null }, delayMs);
+
+  /** One attempt: POST, log, measure. Null when it is not due. */
+  async function attempt(p: DeliverPayload, target: BeginAttempt, abort: AbortSignal): Promise<{ out: AttemptOutcome; record: AttemptRecord } | null> {
     switch (target.status) {
       case 'gone':
       case 'done':
         log.debug({ delivery: p.d, attempt: p.n, status: target.status }, 'webhooks__deliver: nothing to do');
-        return;
+        return null;
       case 'ok':
         break;
       default: {
@@ -185,6 +162,7 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
         throw new Error(`unknown begin_attempt status ${String(never)}`);
       }
     }
+    const requestId = typeof p.r === 'string' ? p.r : null;
     const body = Buffer.from(p.b, 'utf8');
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -195,32 +173,49 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
     const attemptedAt = new Date();
     const t0 = performance.now();
     const span = spanHooks?.root('webhook delivery', { 'plinth.delivery_id': p.d, 'plinth.attempt': p.n, 'plinth.request_id': requestId ?? '' }) ?? null;
-    const out = await post(target.url!, body, headers, config.webhookTimeoutMs, AbortSignal.any([stopping, helpers.abortSignal]));
+    const out = await post(target.url!, body, headers, config.webhookTimeoutMs, abort);
     const durationMs = Math.round(performance.now() - t0);
     span?.end(out.error ?? undefined);
-    const outcome = out.interrupted ? 'interrupted' : out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300 ? 'success' : 'failure';
+    const ok = out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300;
+    const outcome = out.interrupted ? 'interrupted' : ok ? 'success' : 'failure';
     metrics.webhookAttempts.labels(outcome).inc();
     if (outcome === 'success') metrics.webhookLatency.observe(Math.max(0, (Date.now() - Date.parse(p.c)) / 1000));
     log.info({ request_id: requestId, delivery: p.d, attempt: p.n, outcome, status: out.statusCode, duration_ms: durationMs }, 'webhook delivery attempt');
-    if (out.interrupted) {
-      log.info({ delivery: p.d, attempt: p.n }, 'webhooks__deliver: stopping mid-attempt; the attempt is given back');
-      return giveBack(0);
+    return {
+      out,
+      record: { d: p.d, w: p.w, n: p.n, e: p.e, t: p.t, c: p.c, b: ok ? null : p.b, r: requestId, s: out.statusCode, x: out.error, ms: durationMs, at: attemptedAt.toISOString() },
+    };
+  }
+
+  return async (payload, helpers) => {
+    const batch = attemptsOf(payload);
+    if (batch === null) {
+      log.error({ job: helpers.job.id }, 'webhooks__deliver: malformed payload; dropped');
+      return;
     }
-    const ok = out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300;
-    const status = await recordAttempt(db.sql, {
-      webhookId: p.w,
-      deliveryId: p.d,
-      attempt: p.n,
-      event: p.e,
-      table: p.t,
-      createdAt: p.c,
-      statusCode: out.statusCode,
-      error: out.error,
-      durationMs,
-      attemptedAt,
-      body: ok ? null : p.b,
-      requestId,
-    });
-    if (status === 'failed') log.warn({ delivery: p.d, webhook: p.w, error: out.error, status: out.statusCode }, 'webhook delivery failed after 3 attempts');
+    if (stopping.aborted) {
+      for (const p of batch) await giveBack(p, 250);
+      return;
+    }
+    // Asked for every attempt: a job run again after a crash finds its recorded attempts `done`.
+    const targets = await beginAttempts(db.sql, batch);
+    const abort = AbortSignal.any([stopping, helpers.abortSignal]);
+    const made = await Promise.all(batch.map((p, i) => attempt(p, targets[i], abort)));
+    const records: AttemptRecord[] = [];
+    for (const [i, m] of made.entries()) {
+      if (m === null) continue;
+      if (m.out.interrupted) {
+        log.info({ delivery: batch[i].d, attempt: batch[i].n }, 'webhooks__deliver: stopping mid-attempt; the attempt is given back');
+        await giveBack(batch[i], 0);
+      } else {
+        records.push(m.record);
+      }
+    }
+    if (records.length === 0) return;
+    const statuses = await recordAttempts(db.sql, records, config.webhookRetryScheduleMs);
+    for (const [i, status] of statuses.entries()) {
+      const r = records[i];
+      if (status === 'failed') log.warn({ delivery: r.d, webhook: r.w, attempt: r.n, error: r.x, status: r.s }, 'webhook delivery failed for good');
+    }
   };
 }

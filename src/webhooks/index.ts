@@ -4,14 +4,16 @@
  * - `webhooks__deliver`: one delivery attempt (deliver.ts);
  * - `webhooks__purge`: hourly, deletes log rows older than 7 days (webhooks.purge_log),
  *   one pending job for all instances, re-enqueued by itself (as `auth__purge`).
- * The state lives in SQL (sql/fixtures/webhooks): the trigger enqueues in the transaction
- * of the change, SQL records each attempt and schedules the next.
+ * The state lives in SQL (sql/fixtures/webhooks): the trigger appends to the outbox in the
+ * transaction of the change, every instance drains the outbox into jobs (outbox.ts), SQL
+ * records each attempt and schedules the next.
  */
 import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
 import { periodic } from '../core/periodic.ts';
 import { purgeLog, schedulePurge } from './db.ts';
 import { deliverTask } from './deliver.ts';
+import { OutboxDrain } from './outbox.ts';
 import { registerWebhookRoutes } from './routes.ts';
 
 const purge = periodic({
@@ -31,9 +33,15 @@ export const webhooksArea: Area = {
     registerWebhookRoutes(app, deps);
     const stop = new AbortController();
     stopping.set(deps, stop.signal);
-    app.addHook('onClose', async () => stop.abort());
+    const drain = new OutboxDrain(deps);
+    app.addHook('onClose', async () => {
+      stop.abort();
+      await drain.stop();
+    });
+    drain.start();
     await purge.start(deps);
   },
+
   tasks(deps): TaskList {
     const signal = stopping.get(deps) ?? new AbortController().signal;
     return { webhooks__deliver: deliverTask(deps, signal), webhooks__purge: purge.task(deps) };

@@ -4,6 +4,7 @@
  *   GET    /rest/v1/webhooks                    200 [Webhook]
  *   DELETE /rest/v1/webhooks/{id}               200 {"message": "webhook deleted"}
  *   GET    /rest/v1/webhooks/{id}/deliveries    200 [Delivery] newest first, ?limit (default 100, 1..1000)
+ *   POST   /rest/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver   202 a failed delivery sent once more
  * These static routes win over REST's `/rest/v1/:table` (find-my-way prefers static
  * segments; docs/api/webhooks.md). The service-role check runs before the body is looked at.
  */
@@ -22,6 +23,10 @@ export const WEBHOOK_ERRORS = {
   invalidId: () => new AppError(400, 'invalid webhook id'),
   invalidLimit: () => new AppError(400, 'limit must be an integer from 1 to 1000'),
   notFound: () => new AppError(404, 'webhook not found'),
+  invalidDeliveryId: () => new AppError(400, 'invalid delivery id'),
+  deliveryNotFound: () => new AppError(404, 'delivery not found'),
+  notFailed: () => new AppError(409, 'only a failed delivery can be redelivered'),
+  paused: () => new AppError(409, 'the webhook is paused'),
 } as const;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -130,6 +135,30 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: Deps): void {
           return sendJsonText(reply, 200, r.deliveries!);
         case 'not_found':
           throw WEBHOOK_ERRORS.notFound();
+        default:
+          return unreachable(r.status);
+      }
+    },
+  );
+
+  app.post<{ Params: { id: string; delivery_id: string } }>(
+    '/rest/v1/webhooks/:id/deliveries/:delivery_id/redeliver',
+    { onRequest: serviceRoleGate },
+    async (req, reply) => {
+      if (!UUID.test(req.params.id)) throw WEBHOOK_ERRORS.invalidId();
+      if (!UUID.test(req.params.delivery_id)) throw WEBHOOK_ERRORS.invalidDeliveryId();
+      const r = await q.redeliver(sql, req.params.id, req.params.delivery_id, req.id);
+      switch (r.status) {
+        case 'ok':
+          return reply.code(202).send({ id: req.params.delivery_id, state: 'pending', attempt: r.attempt });
+        case 'webhook_not_found':
+          throw WEBHOOK_ERRORS.notFound();
+        case 'paused':
+          throw WEBHOOK_ERRORS.paused();
+        case 'not_found':
+          throw WEBHOOK_ERRORS.deliveryNotFound();
+        case 'not_failed':
+          throw WEBHOOK_ERRORS.notFailed();
         default:
           return unreachable(r.status);
       }

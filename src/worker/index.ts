@@ -84,10 +84,10 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
       pgPool: pool,
       taskList: opts.tasks,
       concurrency: opts.concurrency ?? 16,
-      // 50 ms, not 250: webhook jobs are added without NOTIFY (a notifying commit serialises
-      // all writers of a watched table, sql/fixtures/webhooks/enqueue.sql), so the poll bounds
-      // how long an idle worker leaves a delivery waiting. An idle poll is one indexed query.
-      pollInterval: 50,
+      // A calm poll: work added now wakes the worker through add_job's NOTIFY; webhook
+      // attempts reach it that way from the outbox when due (src/webhooks/outbox.ts), so the
+      // poll only bounds how late other future-dated jobs (schedules, backoffs) start.
+      pollInterval: 1000,
       noHandleSignals: true,
       logger: workerLogger(opts.log),
       // Completions and failures go through graphile-worker's batcher (same tick, delay 0):

@@ -34,20 +34,24 @@ if (missing) {
 async function run() {
   mkdirSync(SHOTS, { recursive: true });
   // A webhook receiver on loopback.
+  // A write whose title is `refused` is answered 500 while `refusing` holds (the redelivery step).
   const received: string[] = [];
+  let refusing = true;
   const receiver = http.createServer((req, res) => {
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
       received.push(body);
-      res.writeHead(200).end('ok');
+      res.writeHead(refusing && body.includes('"title":"refused"') ? 500 : 200).end('ok');
     });
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => receiver.close(() => r())));
   const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
 
-  const app = await startApp(t, { env: { AUTH_RATE_LIMIT: '0', ENABLE_SQL_ENDPOINT: 'true', FUNCTIONS_DIR: '/nonexistent/plinth-functions' } });
+  const app = await startApp(t, {
+    env: { AUTH_RATE_LIMIT: '0', ENABLE_SQL_ENDPOINT: 'true', FUNCTIONS_DIR: '/nonexistent/plinth-functions', WEBHOOK_RETRY_SCHEDULE: '100ms' },
+  });
   await app.db.sql
     .unsafe(
       `create table public.todos (id bigint generated always as identity primary key, title text not null, done boolean not null default false);
@@ -179,6 +183,26 @@ async function run() {
     });
     await shot('webhooks');
     t.pass('delivered, in the log');
+
+    // A receiver refusing a write: two attempts (WEBHOOK_RETRY_SCHEDULE 100ms), failed; redelivered once it accepts.
+    await app.db.sql`insert into public.todos (title) values ('refused')`;
+    await until(page, async () => {
+      if (await page.getByRole('cell', { name: 'failed', exact: true }).count()) return true;
+      await refresh.click();
+      return false;
+    });
+    t.equal(received.filter((b) => b.includes('"refused"')).length, 2, 'two refused attempts');
+    refusing = false;
+    await page.getByRole('button', { name: /^Redeliver INSERT of / }).click();
+    await until(page, async () => {
+      if ((await page.getByRole('cell', { name: 'delivered', exact: true }).count()) === 2) return true;
+      await refresh.click();
+      return false;
+    });
+    t.ok(await page.getByRole('cell', { name: /#3 200 in/ }).count(), 'the third attempt, a 200, in the log');
+    t.equal(received.filter((b) => b.includes('"refused"')).length, 3, 'the redelivery reached the receiver');
+    t.equal(await page.getByRole('button', { name: /^Redeliver / }).count(), 0, 'nothing left to redeliver');
+    await shot('webhooks-redelivered');
   });
 
   await t.test('Functions: the catalog and an invocation', async (t) => {

@@ -110,10 +110,10 @@ export async function deliveries(app: TestApp, id: string, limit?: number): Prom
   return r.body;
 }
 
-/** Pending webhooks__deliver jobs (none left = every attempt made). */
+/** Attempts waiting in the outbox or as webhooks__deliver jobs (none left = every attempt made). */
 export async function pendingDeliveries(app: TestApp): Promise<number> {
   const [{ n }] = await app.db.sql<{ n: number }[]>`
-    select count(*)::int as n from graphile_worker._private_jobs j join graphile_worker._private_tasks k on k.id = j.task_id
-    where k.identifier = 'webhooks__deliver'`;
+    select (select count(*) from webhooks_private.outbox)::int
+      + (select count(*) from graphile_worker.jobs j where j.task_identifier = 'webhooks__deliver')::int as n`;
   return n;
 }

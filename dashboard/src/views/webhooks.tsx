@@ -1,4 +1,4 @@
-/** Webhooks: list, create, delete; each webhook's delivery log with its attempts. */
+/** Webhooks: list, create, delete; each webhook's delivery log with its attempts, and a failed delivery redelivered. */
 import { useState } from 'preact/hooks';
 import { call, get } from '../api.ts';
 import { DataTable, ErrorLine, Field, useAction, useLoad } from '../ui.tsx';
@@ -111,6 +111,8 @@ export function WebhooksView() {
 
 function Deliveries({ id }: { id: string }) {
   const log = useLoad(() => get<Delivery[]>(`/rest/v1/webhooks/${id}/deliveries?limit=100`), [id]);
+  const action = useAction();
+  const rows = log.data ?? [];
   return (
     <div>
       <h3>Delivery log</h3>
@@ -118,16 +120,34 @@ function Deliveries({ id }: { id: string }) {
         Refresh
       </button>
       <ErrorLine error={log.error} />
+      <ErrorLine error={action.error} />
       {log.data && (
         <DataTable
           caption="Deliveries, newest first"
-          rows={log.data.map((d) => ({
+          rows={rows.map((d) => ({
             event: d.event,
             table: d.table,
             state: d.state,
             created_at: d.created_at,
             attempts: d.attempts.map((a) => `#${a.attempt} ${a.status ?? a.error ?? ''} in ${a.duration_ms} ms at ${a.attempted_at}`).join('; '),
           }))}
+          actions={(_row, i) =>
+            rows[i].state === 'failed' ? (
+              <button
+                type="button"
+                disabled={action.busy}
+                aria-label={`Redeliver ${rows[i].event} of ${rows[i].created_at}`}
+                onClick={() =>
+                  void action.run(async () => {
+                    await call('POST', `/rest/v1/webhooks/${id}/deliveries/${rows[i].id}/redeliver`);
+                    log.reload();
+                  })
+                }
+              >
+                Redeliver
+              </button>
+            ) : null
+          }
         />
       )}
     </div>

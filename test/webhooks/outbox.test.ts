@@ -1,0 +1,122 @@
+/**
+ * The outbox (docs/api/webhooks.md, Deliveries): a watched table's change is appended to
+ * webhooks_private.outbox in the writer's transaction, notifying nothing; the instances
+ * drain it in batches into jobs (up to 25 attempts of one webhook each) through
+ * graphile-worker's add_jobs. Seen here: the row the writer leaves (one per changed row,
+ * naming every matching webhook), nothing left by a rolled-back write, a 300-row statement
+ * handed over in one or two add_jobs calls (counted on a real LISTEN of `jobs:insert`) and
+ * delivered once per webhook; and the due-check of every
+ * attempt: a job run again after a crash does not post its attempt twice.
+ */
+import t from 'tap';
+import { startApp } from '../helpers/app.ts';
+import { createHook, deliveries, pendingDeliveries, startReceiver, waitFor } from './helpers.ts';
+
+t.test('the outbox', async (t) => {
+  const app = await startApp(t, { env: { WEBHOOK_RETRY_SCHEDULE: '1h' } });
+  const rx = await startReceiver(t);
+  const sql = app.db.sql;
+  await sql.unsafe(`
+    create table public.items (id int primary key, name text);
+    create table public.other (id int primary key);`);
+  const first = await createHook(app, { url: `${rx.url}/first`, table_name: 'items' });
+  const second = await createHook(app, { url: `${rx.url}/second`, table_name: 'items', events: ['INSERT'] });
+  const star = await createHook(app, { url: `${rx.url}/star`, events: ['DELETE'] });
+
+  await t.test("the writer's transaction appends one row per changed row, naming the matching webhooks", async (t) => {
+    const seen = await sql.begin(async (tx) => {
+      await tx`insert into public.items values (1, 'a'), (2, 'b')`;
+      await tx`delete from public.items where id = 2`;
+      return tx<{ hooks: string[]; event: string; table_name: string; body: string; delivery_id: string | null; attempt: number }[]>`
+        select hooks::text[] as hooks, event, table_name, body, delivery_id, attempt from webhooks_private.outbox order by id`;
+    });
+    t.same(seen.map((r) => [r.event, r.hooks]), [
+      ['INSERT', [first.id, second.id]],
+      ['INSERT', [first.id, second.id]],
+      ['DELETE', [first.id, star.id]],
+    ], 'each row names the webhooks it matched, in registration order');
+    t.same(JSON.parse(seen[0].body), { event: 'INSERT', table: 'items', record: { id: 1, name: 'a' } }, 'the body is built once, in SQL');
+    t.ok(seen.every((r) => r.delivery_id === null && r.attempt === 1 && r.table_name === 'items'));
+    await waitFor('six deliveries', () => rx.received.length >= 6);
+    await waitFor('the outbox and the queue to drain', async () => (await pendingDeliveries(app)) === 0);
+    t.equal(rx.received.length, 6, 'one delivery per (row, webhook), no more');
+    t.equal(new Set(rx.received.map((r) => r.headers['x-webhook-id'])).size, 6, 'each with an id of its own');
+  });
+
+  await t.test('a rolled-back write leaves nothing in the outbox and sends nothing', async (t) => {
+    const before = rx.received.length;
+    await sql
+      .begin(async (tx) => {
+        await tx`insert into public.items values (10, 'rolled back')`;
+        const [{ n }] = await tx<{ n: number }[]>`select count(*)::int as n from webhooks_private.outbox`;
+        t.equal(n, 1, 'appended inside the transaction');
+        throw new Error('roll back');
+      })
+      .catch(() => {});
+    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from webhooks_private.outbox`;
+    t.equal(n, 0, 'gone with the rollback');
+    // A committed marker after it: once it is delivered, the rolled-back one would have been too.
+    await sql`insert into public.other values (1)`;
+    await sql`insert into public.items values (11, 'marker')`;
+    await waitFor('the marker', () => rx.on('/first').some((r) => r.body.record?.id === 11));
+    await waitFor('the queue to drain', async () => (await pendingDeliveries(app)) === 0);
+    t.notOk(rx.received.slice(before).some((r) => r.body.record?.id === 10), 'the rolled-back insert was never delivered');
+  });
+
+  await t.test('a 300-row statement is handed to the worker in a batch and delivered once per webhook', async (t) => {
+    const counts: number[] = [];
+    const listening = await sql.listen('jobs:insert', (payload) => {
+      try {
+        counts.push(Number(JSON.parse(payload).count));
+      } catch {
+        counts.push(NaN);
+      }
+    });
+    t.teardown(() => listening.unlisten());
+    const before = rx.received.length;
+    await sql`insert into public.items select g, 'bulk' from generate_series(1000, 1299) g`;
+    await waitFor('600 deliveries', () => rx.received.length - before >= 600, 60_000);
+    await waitFor('the queue to drain', async () => (await pendingDeliveries(app)) === 0, 30_000);
+    const bulk = rx.received.slice(before);
+    t.equal(bulk.length, 600, 'no duplicate');
+    t.equal(new Set(bulk.map((r) => `${r.path} ${r.body.record.id}`)).size, 600, 'every (row, webhook) once');
+    t.ok(counts.length >= 1 && counts.length <= 2, `one or two add_jobs calls carried the statement (NOTIFY counts ${counts.join(', ')})`);
+    t.equal(counts.reduce((a, b) => a + b, 0), 24, 'as 24 jobs: 300 attempts of each webhook, 25 a job');
+    const [{ jobs }] = await sql<{ jobs: number }[]>`select count(*)::int as jobs from webhooks_private.attempts a
+      join webhooks_private.deliveries d on d.id = a.delivery_id where d.webhook_id in (${first.id}::uuid, ${second.id}::uuid)`;
+    t.ok(jobs >= 600, 'every attempt recorded');
+  });
+
+  await t.test('every attempt asks SQL whether it is due: a job run again after a crash posts nothing', async (t) => {
+    rx.answer = (r) => (r.path === '/second' && r.body.record?.id === 21 ? 500 : 200);
+    const before = rx.received.length;
+    await sql`insert into public.items values (20, 'delivered'), (21, 'failing')`;
+    const got = await waitFor('both first attempts', () => {
+      const ours = rx.received.slice(before).filter((r) => r.path === '/second');
+      return ours.length >= 2 ? ours : null;
+    });
+    const ids = got.map((r) => r.headers['x-webhook-id'] as string);
+    const log = await waitFor('both attempts recorded', async () => {
+      const l = (await deliveries(app, second.id, 10)).filter((d: any) => ids.includes(d.id));
+      return l.length === 2 && l.every((d: any) => d.attempts.length === 1) ? l : null;
+    });
+    const jobs = log.map((d: any) => {
+      const r = got.find((x) => x.headers['x-webhook-id'] === d.id)!;
+      t.equal(d.state, r.body.record.id === 20 ? 'delivered' : 'pending');
+      return { d: d.id, w: second.id, n: 1, e: 'INSERT', t: 'items', c: d.created_at, b: r.raw.toString('utf8'), r: null };
+    });
+    t.same(log.map((d: any) => d.state).sort(), ['delivered', 'pending'], 'one delivered, one waiting for its retry (an hour away)');
+    const sent = rx.received.length;
+    // The crash: the first attempts' job comes back, as after a worker died between recording and completing it,
+    // both as the drain writes a job (a batch) and as one attempt each.
+    await sql`select graphile_worker.add_job('webhooks__deliver', ${sql.json({ items: jobs })}::json)`;
+    for (const job of jobs) await sql`select graphile_worker.add_job('webhooks__deliver', ${sql.json(job)}::json)`;
+    await waitFor('the re-run jobs to finish', async () => {
+      const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'webhooks__deliver'`;
+      return n === 0;
+    });
+    t.equal(rx.received.length, sent, 'neither attempt was posted again');
+    const after = (await deliveries(app, second.id, 10)).filter((d: any) => ids.includes(d.id));
+    t.same(after.map((d: any) => d.attempts.length), [1, 1], 'and nothing new was logged');
+  });
+});
