@@ -1,1 +1,1 @@
--- Enter migration here
+--!include schedules/batch.sql

@@ -16,7 +16,7 @@ export interface WorkerOptions {
   tasks: TaskList;
   log: Logger;
   concurrency?: number;
-  /** Connections for the worker's statements (default 1); its LISTEN is on `listener`'s. */
+  /** Connections for the worker's statements (default 2: taking jobs and completing them do not wait for each other); its LISTEN is on `listener`'s. */
   maxPoolSize?: number;
   /** Jobs running, completed and failed are counted here; queued jobs are counted from the table, at most every 10 s. */
   metrics?: Metrics;
@@ -64,7 +64,7 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
   const pool = new SharedListenPool(
     {
       connectionString: opts.databaseUrl,
-      max: opts.maxPoolSize ?? 1,
+      max: opts.maxPoolSize ?? 2,
       connectionTimeoutMillis: 5000,
       idleTimeoutMillis: 10_000,
       application_name: 'plinth-worker',
@@ -83,7 +83,9 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
       events,
       pgPool: pool,
       taskList: opts.tasks,
-      concurrency: opts.concurrency ?? 16,
+      // 64: the jobs of one queue handed out together run as one batch (src/schedules/run.ts),
+      // so a larger concurrency is fewer round trips and commits per job, not more connections.
+      concurrency: opts.concurrency ?? 64,
       // 50 ms, not 250: webhook jobs are added without NOTIFY (a notifying commit serialises
       // all writers of a watched table, sql/fixtures/webhooks/enqueue.sql), so the poll bounds
       // how long an idle worker leaves a delivery waiting. An idle poll is one indexed query.
@@ -94,7 +96,7 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
       // a graceful stop then waits for the last job's completion before the pool ends (with
       // the default, unbatched path it does not, and a job finished during the stop stayed
       // locked); and jobs finished together complete in one statement.
-      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: 32 } } },
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: 64 } } },
     });
   } catch (err) {
     await pool.end().catch(() => {});
