@@ -19,6 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
+import type { ReservedSql } from '../core/db.ts';
 import * as q from './db.ts';
 
 /** Headers an edge function called by a schedule or a queue receives. */
@@ -49,41 +50,47 @@ function message(err: unknown): string {
 }
 
 /**
- * A `sql:` target, and on success the attempt's row, in one transaction sent at once (one
- * round trip): begin; the role, timeout, claims and request id; the call; back to the
- * connecting role; record_run (its times from the transaction's start and the clock); commit.
- * The commit does not wait for the disk: the job's completion, a later synchronous commit,
- * flushes it (WAL is written in order), and until then a crash only means the job runs
- * again (at least once, as before). Returns the outcome, or the error when the call failed
- * (the transaction then rolled back, and the caller records the attempt).
+ * Statements sent at once on one reserved connection, between begin and commit: one round
+ * trip. Their results in order; or the first failure, the transaction then rolled back (the
+ * commit, if it got that far, rolled back). A connection that cannot be had throws.
+ */
+async function sentAtOnce(deps: Deps, statements: (c: ReservedSql) => Array<Promise<unknown>>): Promise<{ values: unknown[] } | { failure: unknown }> {
+  const c = await deps.db.sql.reserve();
+  try {
+    const settled = await Promise.allSettled([c`begin`.execute(), ...statements(c), c`commit`.execute()]);
+    const failed = settled.find((r) => r.status === 'rejected');
+    if (failed !== undefined) {
+      await c`rollback`.catch(() => {});
+      return { failure: failed.reason };
+    }
+    return { values: settled.slice(1, -1).map((r) => (r as PromiseFulfilledResult<unknown>).value) };
+  } finally {
+    c.release();
+  }
+}
+
+/**
+ * A `sql:` target, and on success the attempt's row, in one transaction sent at once: the
+ * role, timeout, claims and request id; the call; back to the connecting role; record_run
+ * (its times from the transaction's start and the clock). The commit does not wait for the
+ * disk: the job's completion, a later synchronous commit, flushes it (WAL is written in
+ * order), and until then a crash only means the job runs again (at least once, as before).
+ * Returns the outcome, or the error when the call failed (the caller records the attempt).
  */
 async function callSql(deps: Deps, t: q.RunTarget, job: RunJob, jobId: string, requestId: string): Promise<{ outcome: q.Outcome } | { error: string }> {
   const m = /^sql:([^.]+)\.(.+)$/.exec(t.target!)!;
   const claims = JSON.stringify({ role: t.role });
-  const c = await deps.db.sql.reserve();
-  try {
-    const sent = [
-      c`begin`.execute(),
-      c`select set_config('role', ${t.role}, true), set_config('statement_timeout', ${String(t.timeout_ms)}, true),
-               set_config('request.jwt.claims', ${claims}, true), set_config('request.id', ${requestId}, true),
-               set_config('synchronous_commit', 'off', true)`.execute(),
-      c`select ${c(m[1])}.${c(m[2])}(${JSON.stringify(job.p ?? null)}::text::jsonb)`.execute(),
-      c`select set_config('role', 'none', true)`.execute(),
-      c<{ outcome: q.Outcome }[]>`select plinth_private.record_run(${job.k}, ${job.n}, ${jobId}::bigint, ${job.a}, ${t.max_attempts}::int,
-        ${job.at}::timestamptz, ${requestId}, null, null, true, null, ${JSON.stringify(job)}::text::jsonb) as outcome`.execute(),
-      c`commit`.execute(),
-    ];
-    const settled = await Promise.allSettled(sent);
-    const failed = settled.find((r) => r.status === 'rejected');
-    if (failed !== undefined) {
-      // A failed statement aborted the transaction; the commit (if it got that far) rolled back.
-      await c`rollback`.catch(() => {});
-      return { error: message(failed.reason) };
-    }
-    return { outcome: (settled[4] as PromiseFulfilledResult<{ outcome: q.Outcome }[]>).value[0].outcome };
-  } finally {
-    c.release();
-  }
+  const r = await sentAtOnce(deps, (c) => [
+    c`select set_config('role', ${t.role}, true), set_config('statement_timeout', ${String(t.timeout_ms)}, true),
+             set_config('request.jwt.claims', ${claims}, true), set_config('request.id', ${requestId}, true),
+             set_config('synchronous_commit', 'off', true)`.execute(),
+    c`select ${c(m[1])}.${c(m[2])}(${JSON.stringify(job.p ?? null)}::text::jsonb)`.execute(),
+    c`select set_config('role', 'none', true)`.execute(),
+    c`select plinth_private.record_run(${job.k}, ${job.n}, ${jobId}::bigint, ${job.a}, ${t.max_attempts}::int,
+      ${job.at}::timestamptz, ${requestId}, null, null, true, null, ${JSON.stringify(job)}::text::jsonb) as outcome`.execute(),
+  ]);
+  if ('failure' in r) return { error: message(r.failure) };
+  return { outcome: (r.values[3] as Array<{ outcome: q.Outcome }>)[0].outcome };
 }
 
 async function callFunction(base: string, deps: Deps, target: string, job: RunJob, jobId: string, timeoutMs: number, requestId: string): Promise<void> {
@@ -136,25 +143,13 @@ interface Pending {
  */
 async function callBatch(deps: Deps, t: q.RunTarget, kind: string, name: string, batch: readonly Pending[]): Promise<q.Outcome[]> {
   const jobs = batch.map((b) => ({ id: b.jobId, rid: b.requestId, job: b.job }));
-  const c = await deps.db.sql.reserve();
-  try {
-    const sent = [
-      c`begin`.execute(),
-      c`select set_config('statement_timeout', ${String(t.timeout_ms)}, true)`.execute(),
-      c<{ outcomes: q.Outcome[] }[]>`select plinth_private.run_batch(${kind}, ${name}, ${t.target}, ${t.role}, ${t.max_attempts}::int,
-        ${JSON.stringify(jobs)}::text::jsonb) as outcomes`.execute(),
-      c`commit`.execute(),
-    ];
-    const settled = await Promise.allSettled(sent);
-    const failed = settled.find((r) => r.status === 'rejected');
-    if (failed !== undefined) {
-      await c`rollback`.catch(() => {});
-      throw failed.reason;
-    }
-    return (settled[2] as PromiseFulfilledResult<{ outcomes: q.Outcome[] }[]>).value[0].outcomes;
-  } finally {
-    c.release();
-  }
+  const r = await sentAtOnce(deps, (c) => [
+    c`select set_config('statement_timeout', ${String(t.timeout_ms)}, true)`.execute(),
+    c`select plinth_private.run_batch(${kind}, ${name}, ${t.target}, ${t.role}, ${t.max_attempts}::int,
+      ${JSON.stringify(jobs)}::text::jsonb) as outcomes`.execute(),
+  ]);
+  if ('failure' in r) throw r.failure;
+  return (r.values[1] as Array<{ outcomes: q.Outcome[] }>)[0].outcomes;
 }
 
 /**
