@@ -317,7 +317,7 @@ export async function appMigrations(databaseUrl: string, anonymousRole: string, 
 /**
  * graphile-worker's log lines into ours: its errors and warnings at error and warn, the rest
  * at debug. One warning is a choice made here, not news, and goes to debug: the pool
- * (2 connections) smaller than the concurrency (64 jobs), since a job mostly waits on SMTP,
+ * (1 connection) smaller than the concurrency (64 jobs), since a job mostly waits on SMTP,
  * a webhook's endpoint or the service's own pool rather than on the worker's connections
  * (src/worker/index.ts).
  */

@@ -16,7 +16,7 @@ export interface WorkerOptions {
   tasks: TaskList;
   log: Logger;
   concurrency?: number;
-  /** Connections for the worker's statements (default 2: taking jobs and completing them do not wait for each other); its LISTEN is on `listener`'s. */
+  /** Connections for the worker's statements (default 1); its LISTEN is on `listener`'s. */
   maxPoolSize?: number;
   /** Jobs running, completed and failed are counted here; queued jobs are counted from the table, at most every 10 s. */
   metrics?: Metrics;
@@ -64,7 +64,7 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
   const pool = new SharedListenPool(
     {
       connectionString: opts.databaseUrl,
-      max: opts.maxPoolSize ?? 2,
+      max: opts.maxPoolSize ?? 1,
       connectionTimeoutMillis: 5000,
       idleTimeoutMillis: 10_000,
       application_name: 'plinth-worker',
@@ -95,8 +95,10 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
       // Completions and failures go through graphile-worker's batcher (same tick, delay 0):
       // a graceful stop then waits for the last job's completion before the pool ends (with
       // the default, unbatched path it does not, and a job finished during the stop stayed
-      // locked); and jobs finished together complete in one statement.
-      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: 64 } } },
+      // locked); and jobs finished together complete in one statement. The local queue holds
+      // two rounds of the concurrency: on the one connection, taking jobs waits half as often
+      // on completing them.
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: 128 } } },
     });
   } catch (err) {
     await pool.end().catch(() => {});
