@@ -5,3 +5,4 @@
 --!include webhooks/outbox.sql
 --!include webhooks/enqueue.sql
 --!include webhooks/deliveries.sql
+--!include schedules/batch.sql

@@ -76,6 +76,13 @@ export class Metrics {
   readonly jobsFailed = new Counter({ name: 'plinth_jobs_failed_total', help: 'Job runs that failed (the worker retries them with backoff)', registers: [this.registry] });
   readonly jobsCompleted = new Counter({ name: 'plinth_jobs_completed_total', help: 'Job runs that completed', registers: [this.registry] });
 
+  readonly jobRuns = new Counter({
+    name: 'plinth_job_runs_total',
+    help: 'Attempts of schedule and queue runs recorded by this instance, by kind (schedule, queue), name and outcome (succeeded, retrying, failed)',
+    labelNames: ['kind', 'name', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
   readonly webhookAttempts = new Counter({
     name: 'plinth_webhook_attempts_total',
     help: 'Webhook delivery attempts by outcome (success, failure, interrupted)',

@@ -319,8 +319,9 @@ export async function appMigrations(databaseUrl: string, anonymousRole: string, 
 /**
  * graphile-worker's log lines into ours: its errors and warnings at error and warn, the rest
  * at debug. One warning is a choice made here, not news, and goes to debug: the pool
- * (4 connections) smaller than the concurrency (16 jobs), since a job mostly waits on SMTP
- * or a webhook's endpoint rather than on the database (src/worker/index.ts).
+ * (1 connection) smaller than the concurrency (64 jobs), since a job mostly waits on SMTP,
+ * a webhook's endpoint or the service's own pool rather than on the worker's connections
+ * (src/worker/index.ts).
  */
 export function workerLogger(log: Logger): WorkerLogger {
   return new WorkerLogger((scope) => (level, message, meta) => {

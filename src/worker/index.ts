@@ -83,7 +83,9 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
       events,
       pgPool: pool,
       taskList: opts.tasks,
-      concurrency: opts.concurrency ?? 16,
+      // 64: the jobs of one queue handed out together run as one batch (src/schedules/run.ts),
+      // so a larger concurrency is fewer round trips and commits per job, not more connections.
+      concurrency: opts.concurrency ?? 64,
       // A calm poll: work added now wakes the worker through add_job's NOTIFY; webhook
       // attempts reach it that way from the outbox when due (src/webhooks/outbox.ts), so the
       // poll only bounds how late other future-dated jobs (schedules, backoffs) start.
@@ -93,8 +95,10 @@ export async function startWorker(opts: WorkerOptions): Promise<Worker> {
       // Completions and failures go through graphile-worker's batcher (same tick, delay 0):
       // a graceful stop then waits for the last job's completion before the pool ends (with
       // the default, unbatched path it does not, and a job finished during the stop stayed
-      // locked); and jobs finished together complete in one statement.
-      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: 32 } } },
+      // locked); and jobs finished together complete in one statement. The local queue holds
+      // two rounds of the concurrency: on the one connection, taking jobs waits half as often
+      // on completing them.
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: 128 } } },
     });
   } catch (err) {
     await pool.end().catch(() => {});

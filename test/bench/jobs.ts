@@ -2,8 +2,9 @@
  * `jobs-drain`: 10,000 jobs queued at once (one statement, committed at t0) to a queue whose
  * target is a SQL function that inserts one row; drained by the bench service's in-process
  * worker (its default concurrency). jobs/s = jobs / (the last run's finish − t0), both on the
- * database's clock. Each job is a full run: begin_run's row, the call as service_role in its
- * own transaction, finish_run.
+ * database's clock. Each job is a full run: the call as service_role in a subtransaction of its
+ * own and its run-log row; the jobs the worker takes together go in one statement
+ * (src/schedules/run.ts).
  */
 import postgres from 'postgres';
 import type { CustomScenario, RunContext, RunResult } from './scenarios.ts';

@@ -7,29 +7,9 @@
 import t from 'tap';
 import { captureLog } from '../helpers/log-capture.ts';
 import { startApp } from '../helpers/app.ts';
+import { parseMetrics, sample } from '../helpers/metrics.ts';
 import { createHook, startReceiver, waitFor } from '../webhooks/helpers.ts';
 import { open } from '../live/helpers.ts';
-
-/** The Prometheus text format → samples by name, each with its labels and value. */
-function parseMetrics(text: string): Map<string, Array<{ labels: Record<string, string>; value: number }>> {
-  const out = new Map<string, Array<{ labels: Record<string, string>; value: number }>>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m) throw new Error(`not a sample line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2].replace(/\\(.)/g, (_x, c: string) => (c === 'n' ? '\n' : c));
-    const list = out.get(m[1]) ?? [];
-    list.push({ labels, value: Number(m[3]) });
-    out.set(m[1], list);
-  }
-  return out;
-}
-
-function sample(m: ReturnType<typeof parseMetrics>, name: string, labels: Record<string, string> = {}): number {
-  const hit = (m.get(name) ?? []).find((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v));
-  return hit?.value ?? 0;
-}
 
 t.test('operations', async (t) => {
   const { lines, log } = captureLog();

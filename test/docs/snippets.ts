@@ -73,6 +73,17 @@ export function fencedBlocks(markdown: string): Block[] {
   return out;
 }
 
+/** The fenced blocks of `lang` in the section of `heading` (a whole heading line: up to the next heading of its level or above). */
+export function blocksUnder(markdown: string, heading: string, lang: string): Block[] {
+  const lines = markdown.split('\n');
+  const at = lines.indexOf(heading);
+  if (at < 0) throw new Error(`no heading ${heading}`);
+  const level = /^#+/.exec(heading)![0].length;
+  let end = lines.findIndex((l, i) => i > at && new RegExp(`^#{1,${level}} `).test(l));
+  if (end < 0) end = lines.length;
+  return fencedBlocks(markdown).filter((b) => b.line > at + 1 && b.line <= end && b.lang === lang);
+}
+
 const WILD = '…';
 
 /** Does `actual` match `expected`, where "…" matches any value (see the header)? */

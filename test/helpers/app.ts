@@ -55,6 +55,8 @@ export interface StartOptions {
   /** Connect the service through this URL instead of the database's own (e.g. a TCP proxy). */
   databaseUrl?: string;
   worker?: boolean;
+  /** The worker's concurrency (default 1). */
+  workerConcurrency?: number;
   /** The service's logger (default: one at LOG_LEVEL, silent in tests). */
   log?: Logger;
 }
@@ -77,7 +79,7 @@ export async function startApp(t: TapLike, opts: StartOptions = {}): Promise<Tes
   const service = await startService(config, log, {
     databaseUrl: opts.databaseUrl ?? db.url,
     worker: opts.worker,
-    workerConcurrency: 1,
+    workerConcurrency: opts.workerConcurrency ?? 1,
   });
   t.teardown(async () => {
     await service.close();

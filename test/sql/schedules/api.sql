@@ -2,7 +2,7 @@
 -- macros, seconds, time zones), schedule as an upsert keyed by one tick job, unschedule,
 -- queues, enqueue inside a transaction (rolled back: nothing), job keys, attempts, and the rights.
 begin;
-select plan(28);
+select plan(31);
 
 create function public.sq_target(p jsonb) returns void language sql as $$ select null::void $$;
 
@@ -49,6 +49,27 @@ select is(plinth_private.record_run('queue', 'q', 2, 2, 2, null, 'req-2', now(),
   'failed', 'the last attempt fails: failed');
 select is(plinth_private.record_run('queue', 'gone', 3, 1, null, null, 'req-3', now(), now(), false, 'the queue no longer exists', '{}'),
   'failed', 'a removed queue: failed, not retried');
+
+-- A batch: each call in its own subtransaction; the failing one alone rolled back and retried.
+create table public.sq_rows (n int, who text);
+grant insert on public.sq_rows to service_role;
+create function public.sq_batch(p jsonb) returns void language plpgsql as $$
+begin
+  insert into public.sq_rows values ((p->>'n')::int, current_user);
+  if (p->>'n')::int = 2 then raise exception 'two'; end if;
+end $$;
+grant execute on function public.sq_batch(jsonb) to service_role;
+select plinth.queue('qb', 'sql:public.sq_batch', '{"max_attempts": 2}');
+select is(plinth_private.run_batch('queue', 'qb', 'sql:public.sq_batch', 'service_role', 2,
+  '[{"id": 11, "rid": "b1", "job": {"k":"queue","n":"qb","p":{"n":1},"a":1}},
+    {"id": 12, "rid": "b2", "job": {"k":"queue","n":"qb","p":{"n":2},"a":1}},
+    {"id": 13, "rid": "b3", "job": {"k":"queue","n":"qb","p":{"n":3},"a":1}}]'),
+  '{succeeded,retrying,succeeded}'::text[], 'run_batch: the outcomes in order');
+select results_eq($$select n, who from public.sq_rows order by n$$, $$values (1, 'service_role'::text), (3, 'service_role')$$,
+  'each call as the role; the failing one left nothing');
+select results_eq($$select job_id, outcome, request_id, error from plinth_private.runs where name = 'qb' order by job_id$$,
+  $$values (11::bigint, 'succeeded'::text, 'b1'::text, null::text), (12, 'retrying', 'b2', 'two'), (13, 'succeeded', 'b3', null)$$,
+  'one run-log row per job, with its request id and error');
 
 update plinth_private.runs set started_at = now() - interval '15 days' where job_id = 1;
 select is(plinth_private.purge_runs(14), 1::bigint, 'retention: a run older than the days given goes, the others stay');
