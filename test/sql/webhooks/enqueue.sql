@@ -1,19 +1,25 @@
--- The trigger: transactional enqueue (a rolled-back change enqueues nothing), the matching
--- rules (events, table, *, inactive), the body of each event, and the rights it needs
--- (none: anon writes a watched table without any right on webhooks_private or graphile_worker).
+-- The trigger: transactional enqueue into the outbox (a rolled-back change leaves no row), the
+-- matching rules (events, table, *, inactive), the body of each event, the request id, the
+-- rights it needs (none: anon writes a watched table without any right on webhooks_private or
+-- graphile_worker), and the drain that hands due rows to graphile-worker, one job per webhook.
 begin;
-select plan(16);
+select plan(22);
 
 create table public.wh_t (id int primary key, v text);
 create table public.wh_u (id int primary key);
 grant select, insert, update, delete on public.wh_t to anon;
 
-create function pg_temp.jobs() returns setof json language sql as $$
-  select j.payload from graphile_worker._private_jobs j join graphile_worker._private_tasks k on k.id = j.task_id
-   where k.identifier = 'webhooks__deliver' order by j.id
-$$;
+-- The urls of the webhooks named by the outbox rows, sorted.
 create function pg_temp.urls() returns text[] language sql as $$
-  select coalesce(array_agg(h.url order by h.url), '{}') from pg_temp.jobs() p join webhooks_private.hooks h on h.id = (p->>'w')::uuid
+  select coalesce(array_agg(h.url order by h.url), '{}')
+    from webhooks_private.outbox o cross join lateral unnest(o.hooks) w(id) join webhooks_private.hooks h on h.id = w.id
+$$;
+create function pg_temp.body() returns jsonb language sql as $$
+  select o.body::jsonb from webhooks_private.outbox o
+$$;
+-- The webhooks__deliver jobs as graphile-worker's public view shows them.
+create function pg_temp.jobs() returns setof graphile_worker.jobs language sql as $$
+  select * from graphile_worker.jobs j where j.task_identifier = 'webhooks__deliver' order by j.id
 $$;
 
 select is((select status from webhooks.create_hook('http://x.test/ins', '{INSERT}', 'wh_t', null)), 'ok', 'an INSERT webhook on wh_t');
@@ -23,38 +29,58 @@ select is((select status from webhooks.create_hook('http://x.test/other', null, 
 
 savepoint before_insert;
 insert into public.wh_t values (1, 'rolled back');
-select is(cardinality(pg_temp.urls()), 2, 'an insert enqueues, inside the transaction');
+select is(pg_temp.urls(), '{http://x.test/any,http://x.test/ins}', 'an insert appends to the outbox, inside the transaction');
 rollback to savepoint before_insert;
-select is(cardinality(pg_temp.urls()), 0, 'a rolled-back insert leaves no job');
+select is((select count(*)::int from webhooks_private.outbox), 0, 'a rolled-back insert leaves no outbox row');
 
 insert into public.wh_t values (1, 'a');
 select is(pg_temp.urls(), '{http://x.test/any,http://x.test/ins}', 'INSERT: the INSERT and * webhooks of the table');
-select is((select (p->>'b')::jsonb from pg_temp.jobs() p limit 1), '{"event": "INSERT", "table": "wh_t", "record": {"id": 1, "v": "a"}}'::jsonb, 'INSERT body: record only');
-select is((select count(distinct p->>'d')::int from pg_temp.jobs() p), 2, 'one delivery id per webhook');
-delete from graphile_worker._private_jobs;
+select is((select count(*)::int from webhooks_private.outbox), 1, 'one outbox row per changed row, naming every matching webhook');
+select is(pg_temp.body(), '{"event": "INSERT", "table": "wh_t", "record": {"id": 1, "v": "a"}}'::jsonb, 'INSERT body: record only');
+select is(
+  (select row(o.event, o.table_name, o.delivery_id, o.attempt, o.created_at = now(), o.due_at <= now(), o.request_id)::text from webhooks_private.outbox o),
+  row('INSERT', 'wh_t', null::uuid, 1, true, true, null::text)::text,
+  'the row: event, table, no delivery id yet, attempt 1, the change''s time, due at once, no request');
+
+-- The drain: the due row becomes one webhooks__deliver job per webhook, each with its own delivery id.
+select is(webhooks_private.drain_outbox(100), 1, 'the drain takes the due row');
+select is((select count(*)::int from webhooks_private.outbox), 0, 'and deletes it from the outbox');
+select is((select count(*)::int from pg_temp.jobs()), 2, 'one webhooks__deliver job per matching webhook');
+-- graphile-worker's public view omits the payload: read it (only) from its job table, by the view's ids.
+select is(
+  (select array_agg(h.url order by h.url) || array[count(distinct i->>'d')::text, count(*)::text]
+     from graphile_worker._private_jobs p cross join lateral json_array_elements(p.payload->'items') i
+     join webhooks_private.hooks h on h.id = (i->>'w')::uuid
+    where p.id in (select id from pg_temp.jobs()) and (i->>'n')::int = 1 and (i->>'b')::jsonb = '{"event": "INSERT", "table": "wh_t", "record": {"id": 1, "v": "a"}}'::jsonb),
+  '{http://x.test/any,http://x.test/ins,2,2}', 'each job carries attempt 1 of the body for its webhook, under a delivery id of its own');
+select is(webhooks_private.drain_outbox(100), 0, 'a drained row is not drained again');
 
 update public.wh_t set v = 'b';
 select is(pg_temp.urls(), '{http://x.test/any}', 'UPDATE: only the * events webhook');
-select is((select (p->>'b')::jsonb from pg_temp.jobs() p), '{"event": "UPDATE", "table": "wh_t", "record": {"id": 1, "v": "b"}, "old_record": {"id": 1, "v": "a"}}'::jsonb, 'UPDATE body: record and old_record');
-delete from graphile_worker._private_jobs;
+select is(pg_temp.body(), '{"event": "UPDATE", "table": "wh_t", "record": {"id": 1, "v": "b"}, "old_record": {"id": 1, "v": "a"}}'::jsonb, 'UPDATE body: record and old_record');
+delete from webhooks_private.outbox;
 
 delete from public.wh_t;
 select is(pg_temp.urls(), '{http://x.test/any,http://x.test/star-del}', 'DELETE: the table''s * webhook and the * table DELETE webhook');
-select is((select (p->>'b')::jsonb from pg_temp.jobs() p limit 1), '{"event": "DELETE", "table": "wh_t", "old_record": {"id": 1, "v": "b"}}'::jsonb, 'DELETE body: old_record only');
-delete from graphile_worker._private_jobs;
+select is(pg_temp.body(), '{"event": "DELETE", "table": "wh_t", "old_record": {"id": 1, "v": "b"}}'::jsonb, 'DELETE body: old_record only');
+delete from webhooks_private.outbox;
 
 update webhooks_private.hooks set active = false where url = 'http://x.test/any';
+select set_config('request.id', 'req-1', true);
 insert into public.wh_t values (2, 'c');
-select is(pg_temp.urls(), '{http://x.test/ins}', 'an inactive webhook gets nothing');
-delete from graphile_worker._private_jobs;
+select is((select array[h.url, o.request_id] from webhooks_private.outbox o join webhooks_private.hooks h on h.id = any (o.hooks)),
+  '{http://x.test/ins,req-1}', 'an inactive webhook gets nothing; the row carries the request id');
+select set_config('request.id', '', true);
+delete from webhooks_private.outbox;
 
 select tests.act_as('anon');
 insert into public.wh_t values (3, 'by anon');
 select tests.reset_role();
 select is(pg_temp.urls(), '{http://x.test/ins}', 'anon writes a watched table without rights on the private schemas');
-delete from graphile_worker._private_jobs;
+delete from webhooks_private.outbox;
 
-select is(has_schema_privilege('anon', 'webhooks_private', 'usage') or has_schema_privilege('service_role', 'webhooks_private', 'usage'), false, 'API roles have no USAGE on webhooks_private');
+select is(has_schema_privilege('anon', 'webhooks_private', 'usage') or has_schema_privilege('service_role', 'webhooks_private', 'usage')
+  or has_table_privilege('anon', 'webhooks_private.outbox', 'insert'), false, 'API roles have no USAGE on webhooks_private nor a right on the outbox');
 
 select * from finish();
 rollback;
