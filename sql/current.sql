@@ -1,8 +1,1 @@
 -- Enter migration here
---!include live/rerun.sql
---!include live/subscriptions.sql
---!include webhooks/hooks.sql
---!include webhooks/outbox.sql
---!include webhooks/enqueue.sql
---!include webhooks/deliveries.sql
---!include schedules/batch.sql
