@@ -1,1 +1,3 @@
 -- Enter migration here
+--!include storage/copy.sql
+--!include storage/resumable.sql

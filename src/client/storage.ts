@@ -48,7 +48,16 @@ export interface TransformOptions {
   format?: 'origin' | 'webp' | 'avif';
 }
 
+/**
+ * What a resumable upload reads: a Blob or File, a web ReadableStream, or any async iterable
+ * of bytes (a Node.js stream). A stream is read once, front to back; give its length as
+ * `size`.
+ */
+export type ResumableSource = Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+
 export interface ResumableOptions {
+  /** The upload's length in bytes: required for a stream (a Blob knows its own). */
+  size?: number;
   contentType?: string;
   cacheControl?: string;
   upsert?: boolean;
@@ -62,6 +71,72 @@ export interface ResumableOptions {
   uploadUrl?: string;
   onCreated?: (uploadUrl: string) => void;
   signal?: AbortSignal;
+}
+
+/**
+ * A stream source in chunks: the chunk last read stays held, so a chunk that fails can be
+ * sent again from wherever the service stopped inside it (as tus-js-client does); what
+ * came before it cannot.
+ */
+class StreamChunks {
+  private readonly next: () => Promise<IteratorResult<Uint8Array>>;
+  private rest: Uint8Array | null = null;
+  /** The offset of the next unread byte. */
+  private read = 0;
+  private held: { start: number; bytes: Uint8Array } = { start: 0, bytes: new Uint8Array(0) };
+
+  constructor(src: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>) {
+    if (typeof (src as ReadableStream<Uint8Array>).getReader === 'function') {
+      const reader = (src as ReadableStream<Uint8Array>).getReader();
+      this.next = () => reader.read() as Promise<IteratorResult<Uint8Array>>;
+    } else {
+      const it = (src as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+      this.next = () => it.next();
+    }
+  }
+
+  /** Up to `n` bytes from the unread part (fewer only at the stream's end). */
+  private async take(n: number): Promise<Uint8Array> {
+    const parts: Uint8Array[] = [];
+    let have = 0;
+    while (have < n) {
+      let p = this.rest;
+      this.rest = null;
+      if (p === null) {
+        const r = await this.next();
+        if (r.done) break;
+        p = r.value instanceof Uint8Array ? r.value : new Uint8Array(r.value);
+      }
+      if (have + p.length > n) {
+        this.rest = p.subarray(n - have);
+        p = p.subarray(0, n - have);
+      }
+      parts.push(p);
+      have += p.length;
+    }
+    this.read += have;
+    if (parts.length === 1) return parts[0];
+    const out = new Uint8Array(have);
+    let at = 0;
+    for (const p of parts) {
+      out.set(p, at);
+      at += p.length;
+    }
+    return out;
+  }
+
+  /** The bytes from `at` on, `n` at most: from the chunk held, or read (skipping what the service has already). */
+  async piece(at: number, n: number): Promise<Uint8Array> {
+    const { start, bytes } = this.held;
+    if (at >= start && at < start + bytes.length) return bytes.subarray(at - start, Math.min(bytes.length, at - start + n));
+    if (at < this.read) throw new PlinthError('the stream cannot go back to the offset the service asks for', 0);
+    while (this.read < at) {
+      if ((await this.take(Math.min(at - this.read, n))).length === 0) break;
+    }
+    const got = await this.take(n);
+    this.held = { start: at, bytes: got };
+    return got;
+  }
 }
 
 function transformQuery(t: TransformOptions | undefined): Record<string, string | undefined> {
@@ -199,17 +274,24 @@ export class StorageFileApi {
   /**
    * A resumable upload (TUS 1.0.0, `/storage/v1/upload/resumable`): the Blob goes in chunks;
    * a chunk that fails is retried from the offset the service kept. Keep the URL given to
-   * `onCreated` to go on after a reload (`uploadUrl`).
+   * `onCreated` to go on after a reload (`uploadUrl`). A stream (ReadableStream, Node.js
+   * stream) goes the same way with its length in `size`; after a reload, pass it again from
+   * its start: what the service has already is skipped.
    */
-  async uploadResumable(path: string, file: Blob, options: ResumableOptions = {}): Promise<Result<{ path: string }>> {
+  async uploadResumable(path: string, file: ResumableSource, options: ResumableOptions = {}): Promise<Result<{ path: string }>> {
     const chunk = options.chunkSize ?? 6 * 1000 * 1000;
-    const total = file.size;
+    const blob = typeof Blob !== 'undefined' && file instanceof Blob ? file : null;
+    const total = blob?.size ?? options.size;
+    if (total === undefined || !Number.isSafeInteger(total) || total < 0) {
+      return { data: null, error: new PlinthError('a stream needs its length in bytes (options.size)', 0) };
+    }
+    const stream = blob === null ? new StreamChunks(file as ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>) : null;
     const tus = { 'tus-resumable': '1.0.0' };
     let url = options.uploadUrl;
     if (url === undefined) {
       const b64 = (v: string) => btoa(String.fromCharCode(...new TextEncoder().encode(v)));
       const meta: Record<string, string> = { bucketName: this.bucket, objectName: path.replace(/^\/+/, '') };
-      const type = options.contentType ?? (file.type || undefined);
+      const type = options.contentType ?? (blob?.type || undefined);
       if (type) meta.contentType = type;
       if (options.cacheControl) meta.cacheControl = options.cacheControl;
       const headers: Record<string, string> = {
@@ -238,9 +320,16 @@ export class StorageFileApi {
     at = first.data;
     let retries = options.retries ?? 5;
     while (at < total) {
-      const piece = file.slice(at, Math.min(total, at + chunk));
+      let piece: Blob | Uint8Array;
+      try {
+        piece = blob !== null ? blob.slice(at, Math.min(total, at + chunk)) : await stream!.piece(at, Math.min(total - at, chunk));
+      } catch (err) {
+        return { data: null, error: err instanceof PlinthError ? err : new PlinthError(`reading the stream failed: ${String(err)}`, 0) };
+      }
+      const size = piece instanceof Uint8Array ? piece.length : piece.size;
+      if (size === 0) return { data: null, error: new PlinthError(`the stream ended at ${at} of ${total} bytes`, 0) };
       const p = await this.http.request('PATCH', url, {
-        raw: piece,
+        raw: piece as RequestBody,
         headers: { ...tus, 'upload-offset': String(at), 'content-type': 'application/offset+octet-stream' },
         as: 'auto',
         signal: options.signal,
@@ -253,7 +342,7 @@ export class StorageFileApi {
         options.onProgress?.(at, total); // what the service kept of the failed chunk
         continue;
       }
-      at = Number(p.response?.headers.get('upload-offset') ?? at + piece.size);
+      at = Number(p.response?.headers.get('upload-offset') ?? at + size);
       options.onProgress?.(at, total);
     }
     return { data: { path }, error: null };

@@ -18,7 +18,7 @@
  * the same three back ends as every other upload.
  */
 import { createWriteStream } from 'node:fs';
-import { mkdir, open, readdir, rm, truncate } from 'node:fs/promises';
+import { mkdir, open, readdir, rm } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
@@ -89,7 +89,8 @@ export function fileStaging(root: string, sql: Sql): Staging {
       await (await open(path(id), 'wx')).close();
     },
     async write(id, _writer, offset, length, body, at) {
-      await truncate(path(id), offset); // what a crash left past the recorded offset
+      // Bytes a crash left past the recorded offset are written over: the file never grows
+      // past the upload's length, and the last byte arrives only once all before it did.
       const file = createWriteStream(path(id), { flags: 'r+', start: offset, highWaterMark: 1024 * 1024 });
       try {
         await pipeline(Readable.from(bounded(body, length - offset), { objectMode: false }), file);

@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import sharp from 'sharp';
+import { Readable } from 'node:stream';
 import { createClient } from '../../src/client/index.ts';
 import { startStorageApp } from '../storage/helpers.ts';
 
@@ -13,11 +14,12 @@ t.test('client: signed URLs, signed uploads, transforms, resumable uploads', asy
   let cutOnce = true;
   // A fetch that cuts the second PATCH after half its bytes: the service gets half, the client an error.
   const cutting = async (input: RequestInfo | URL, init?: RequestInit) => {
-    const patch = init?.method === 'PATCH' && init.body instanceof Blob;
+    const patch = init?.method === 'PATCH' && (init.body instanceof Blob || init.body instanceof Uint8Array);
     if (patch && cutOnce && Number((init!.headers as Record<string, string>)['upload-offset']) > 0) {
       cutOnce = false;
-      const body = init!.body as Blob;
-      const res = await fetch(input, { ...init, body: body.slice(0, Math.floor(body.size / 2)) });
+      const body = init!.body as Blob | Uint8Array;
+      const half = body instanceof Blob ? body.slice(0, Math.floor(body.size / 2)) : body.slice(0, Math.floor(body.length / 2));
+      const res = await fetch(input, { ...init, body: half });
       await res.arrayBuffer();
       throw new TypeError('connection reset');
     }
@@ -69,4 +71,46 @@ t.test('client: signed URLs, signed uploads, transforms, resumable uploads', asy
   t.ok(progress.some((p) => p % 1_000_000 !== 0 && p !== data.length), 'it went on from the offset the service kept');
   const back = await c.storage.from('files').download('big/r.bin');
   t.same(new Uint8Array(await back.data!.arrayBuffer()), data, 'the same bytes');
+
+  // The same from streams, in pieces that straddle the chunks: a Node.js stream cut midway as above, a web ReadableStream.
+  const pieces = function* () {
+    for (let i = 0; i < data.length; i += 300_000) yield data.subarray(i, i + 300_000);
+  };
+  cutOnce = true;
+  const fromNode: number[] = [];
+  const rn = await c.storage.from('files').uploadResumable('big/node.bin', Readable.from(pieces()), { size: data.length, chunkSize: 1_000_000, onProgress: (n) => fromNode.push(n) });
+  t.same(rn, { data: { path: 'big/node.bin' }, error: null }, 'uploadResumable from a Node.js stream');
+  t.equal(cutOnce, false, 'a chunk of the stream was cut midway');
+  t.ok(fromNode.some((p) => p % 1_000_000 !== 0 && p !== data.length), 'it went on from the offset the service kept, inside the chunk held');
+  t.same(new Uint8Array(await (await c.storage.from('files').download('big/node.bin')).data!.arrayBuffer()), data, 'the same bytes');
+  const it = pieces();
+  const web = new ReadableStream<Uint8Array>({
+    pull(ctrl) {
+      const n = it.next();
+      if (n.done) ctrl.close();
+      else ctrl.enqueue(n.value);
+    },
+  });
+  const rw = await c.storage.from('files').uploadResumable('big/web.bin', web, { size: data.length, chunkSize: 1_000_000 });
+  t.same(rw, { data: { path: 'big/web.bin' }, error: null }, 'uploadResumable from a web ReadableStream');
+  t.same(new Uint8Array(await (await c.storage.from('files').download('big/web.bin')).data!.arrayBuffer()), data, 'the same bytes');
+
+  // After a "reload": the first chunk went, then the upload stopped; the same stream again from its start goes on where the service is.
+  const stop = new AbortController();
+  let url = '';
+  const first = await c.storage.from('files').uploadResumable('big/later.bin', Readable.from(pieces()), {
+    size: data.length,
+    chunkSize: 1_000_000,
+    signal: stop.signal,
+    onCreated: (u) => (url = u),
+    onProgress: () => stop.abort(),
+  });
+  t.ok(first.error, 'stopped after the first chunk');
+  const sent: number[] = [];
+  const again = await c.storage.from('files').uploadResumable('big/later.bin', Readable.from(pieces()), { size: data.length, chunkSize: 1_000_000, uploadUrl: url, onProgress: (n) => sent.push(n) });
+  t.same(again, { data: { path: 'big/later.bin' }, error: null }, 'resumed from the stream given again');
+  t.same(sent, [2_000_000, 2_500_000], 'only what the service did not have');
+  t.same(new Uint8Array(await (await c.storage.from('files').download('big/later.bin')).data!.arrayBuffer()), data, 'the same bytes');
+  const noSize = await c.storage.from('files').uploadResumable('big/x.bin', Readable.from(pieces()));
+  t.equal(noSize.error?.message, 'a stream needs its length in bytes (options.size)');
 });

@@ -9,6 +9,14 @@ import { StorageClient } from '@supabase/storage-js';
 import { randomUUID } from 'node:crypto';
 import { startStorageApp, userToken, type BackendName } from './helpers.ts';
 
+/** Everything a storage-js error carries (its class, message, status, the error under it), for a failure's diagnostics. */
+function whole(err: Error | null): Record<string, unknown> | null {
+  if (err === null) return null;
+  const under = (err as { originalError?: unknown }).originalError ?? err.cause;
+  const fields = (e: Error) => ({ ...e, name: e.name, message: e.message, stack: e.stack });
+  return { ...fields(err), ...(under === undefined ? {} : { under: under instanceof Error ? fields(under) : under }) };
+}
+
 for (const backend of ['disk', 'database'] as BackendName[]) {
   t.test(`storage-js on the ${backend} back end`, async (t) => {
     const app = await startStorageApp(t, backend);
@@ -81,7 +89,8 @@ for (const backend of ['disk', 'database'] as BackendName[]) {
     const copied = await docs.copy('ada/a.txt', 'ada/a-copy.txt');
     t.same(copied.data, { path: 'docs/ada/a-copy.txt' }, 'copy');
     t.equal(await (await docs.download('ada/a-copy.txt')).data?.text(), 'ada/a.txt');
-    t.equal((await docs.copy('ada/a.txt', 'ada/b.txt')).error?.status, 409, 'copy onto a taken path: 409');
+    const taken = await docs.copy('ada/a.txt', 'ada/b.txt');
+    t.equal(taken.error?.status, 409, 'copy onto a taken path: 409', { error: whole(taken.error) });
     t.equal((await docs.copy('ada/none.txt', 'ada/z.txt')).error?.status, 404, 'copy of nothing: 404');
     t.same((await docs.move('ada/a-copy.txt', 'moved/a.txt')).error, null, 'move');
     t.equal(await (await docs.download('moved/a.txt')).data?.text(), 'ada/a.txt');

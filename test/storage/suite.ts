@@ -565,13 +565,13 @@ export function storageSuite(t: T, backend: BackendName): void {
       });
       req.write(randomBytes(3 * 1024 * 1024), () => {
         // Wait until the server's upload transaction has its row (begin_upload ran; on the
-        // database back end, chunks follow), then cut the connection.
+        // database back end, the chunks' COPY follows), then cut the connection.
         void until(
           async () =>
             (
               await app.db.sql`select 1 from pg_stat_activity
                 where datname = current_database() and pid <> pg_backend_pid()
-                  and (query like '%storage.begin_upload%' or query like '%storage.put_chunk%')`
+                  and (query like '%storage.begin_upload%' or query like '%storage.chunk_copy%')`
             ).length > 0,
           'the upload to start',
         ).then(

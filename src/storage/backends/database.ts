@@ -1,51 +1,188 @@
 /**
  * The `database` back end (the default): bytes in `storage_private.chunks`, CHUNK_BYTES per
- * row (the last one shorter), written in the caller's upload transaction through
- * `storage.put_chunk` and read back a few chunks per statement. Neither direction holds more than a
- * couple of chunks in memory.
+ * row (the last one shorter).
+ *
+ * Both directions use COPY in PostgreSQL's binary format, so the bytes cross the wire once,
+ * as they are, and follow each other without a round trip per chunk:
+ * - an upload streams its chunks into `storage.chunk_copy` (copy.sql: a view whose trigger
+ *   applies put_chunk's guard) with COPY FROM STDIN, in the caller's upload transaction, with
+ *   the socket's backpressure: at most one chunk is held;
+ * - a download reads a window of WINDOW chunks per `COPY (select …) TO STDOUT` on the
+ *   service's own connection, which goes back to the pool between windows (a slow reader
+ *   holds no connection); the next window is read while this one is sent.
  */
-import { Readable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import type { Db, ReservedSql } from '../../core/db.ts';
 import type { Backend, ByteRange, ObjectAddress, PendingPut } from './backend.ts';
 
 export const CHUNK_BYTES = 512 * 1024;
-/** Chunks per read statement. */
-const BATCH = 2;
+/** Chunks per download COPY (bench: storage-download-database). */
+const WINDOW = 8;
 
 const DONE: PendingPut = { commit: async () => {}, abort: async () => {} };
 
+/** The binary COPY signature, flags and header extension length. */
+const COPY_HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
+const COPY_TRAILER = Buffer.from([0xff, 0xff]);
+
+/** A tuple's fields up to the data's length word: (object_id uuid, seq int4, data bytea). */
+function tupleHead(id: Buffer, seq: number, length: number): Buffer {
+  const b = Buffer.allocUnsafe(2 + 4 + 16 + 4 + 4 + 4);
+  b.writeInt16BE(3, 0);
+  b.writeInt32BE(16, 2);
+  id.copy(b, 6);
+  b.writeInt32BE(4, 22);
+  b.writeInt32BE(seq, 26);
+  b.writeInt32BE(length, 30);
+  return b;
+}
+
+/** Write with the stream's backpressure. */
+async function put(out: Writable, buf: Buffer): Promise<void> {
+  if (!out.write(buf)) {
+    await new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        out.off('drain', done);
+        out.off('error', done);
+        if (err) reject(err);
+        else resolve();
+      };
+      out.on('drain', done);
+      out.on('error', done);
+    });
+  }
+}
+
+/**
+ * The single bytea column of a binary COPY TO stream, one Buffer per row. A row that
+ * arrives whole in one message (PostgreSQL sends one per row) is a view of it, not a copy.
+ */
+async function* copyRows(src: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  let pending: Buffer = Buffer.alloc(0);
+  let headerLeft = COPY_HEADER.length;
+  let ended = false;
+  let failure: Error | null = null;
+  // Read to the stream's end even past the trailer: the driver resumes its socket only for a reader.
+  for await (const msg of src) {
+    if (ended) continue;
+    const buf = pending.length ? Buffer.concat([pending, msg]) : msg;
+    let at = 0;
+    if (headerLeft > 0) {
+      const n = Math.min(headerLeft, buf.length);
+      headerLeft -= n;
+      at = n;
+    }
+    while (headerLeft === 0 && buf.length - at >= 2) {
+      const fields = buf.readInt16BE(at);
+      if (fields === -1) {
+        ended = true;
+        at = buf.length;
+        break;
+      }
+      if (buf.length - at < 6) break;
+      const len = buf.readInt32BE(at + 2);
+      if (fields !== 1 || len < 0) {
+        failure = new Error('unexpected COPY row');
+        ended = true;
+        at = buf.length;
+        break;
+      }
+      if (buf.length - at < 6 + len) break;
+      yield buf.subarray(at + 6, at + 6 + len);
+      at += 6 + len;
+    }
+    pending = at === buf.length ? Buffer.alloc(0) : buf.subarray(at);
+  }
+  if (failure !== null) throw failure;
+  if (!ended) throw new Error('COPY stream ended early');
+}
+
 export function databaseBackend(db: Db): Backend {
+  /** Chunks first..last (inclusive) of an object, read whole: one COPY on a connection of the pool, released after. */
+  const window = (id: string, first: number, last: number): Promise<Buffer[]> =>
+    db.sql.begin(async (tx) => {
+      await tx`select pg_catalog.set_config('plinth.chunk_copy', ${`${id} ${first} ${last}`}, true)`;
+      const rows: Buffer[] = [];
+      const out = await tx`
+        copy (select c.data from storage_private.chunks c
+              where c.object_id = pg_catalog.split_part(pg_catalog.current_setting('plinth.chunk_copy'), ' ', 1)::uuid
+                and c.seq between pg_catalog.split_part(pg_catalog.current_setting('plinth.chunk_copy'), ' ', 2)::int
+                              and pg_catalog.split_part(pg_catalog.current_setting('plinth.chunk_copy'), ' ', 3)::int
+              order by c.seq) to stdout with (format binary)`.readable();
+      try {
+        for await (const row of copyRows(out)) rows.push(row);
+      } finally {
+        // The driver pauses its socket when the stream's buffer fills and resumes it only on a
+        // read; the stream's end stops the reads, so a pause at the last row would keep the
+        // statement's completion (and the connection) waiting for ever. One read resumes it.
+        out._read(0);
+      }
+      return rows;
+    });
+
   return {
     name: 'database',
 
     async put(tx: ReservedSql, obj: ObjectAddress, body: Readable): Promise<PendingPut> {
+      const id = Buffer.from(obj.id.replaceAll('-', ''), 'hex');
+      // One COPY for the whole body, which arrives at the client's pace: the role's
+      // statement_timeout (meant for the caller's SQL) is lifted for it and put back after.
+      const [{ timeout }] = await tx<{ timeout: string }[]>`select pg_catalog.current_setting('statement_timeout') as timeout`;
+      await tx`select pg_catalog.set_config('statement_timeout', '0', true)`;
+      const copy = await tx`copy storage.chunk_copy (object_id, seq, data) from stdin with (format binary)`.writable();
+      const finished = new Promise<void>((resolve, reject) => {
+        copy.once('finish', resolve);
+        copy.once('error', reject);
+      });
+      finished.catch(() => {});
+      // The driver calls back from _final only when the COPY succeeds; a failure reported
+      // after the last byte went out shows on the next statement, which waits behind it.
+      const sent = new Promise<void>((resolve) => {
+        const final = copy._final.bind(copy);
+        copy._final = (cb) => {
+          final(cb);
+          resolve();
+        };
+      });
       let parts: Buffer[] = [];
       let held = 0;
       let seq = 0;
-      // One chunk in flight while the next one is read: network in and database out overlap.
-      // (Declared with `as`: it is set inside `write`, which TypeScript's narrowing does not follow.)
-      let inflight = null as Promise<unknown> | null;
-      const write = async (chunk: Buffer) => {
-        if (inflight) await inflight;
-        // base64 text: 4/3 of the bytes on the wire and in memory, against 2x for the driver's hex bytea.
-        inflight = tx`select storage.put_chunk(${obj.id}::uuid, ${seq++}::int, pg_catalog.decode(${chunk.toString('base64')}, 'base64'))`.execute();
+      const chunk = async (bufs: Buffer[], length: number) => {
+        await put(copy, tupleHead(id, seq++, length));
+        for (const b of bufs) await put(copy, b);
       };
       try {
+        await put(copy, COPY_HEADER);
         for await (const piece of body as AsyncIterable<Buffer>) {
-          parts.push(piece);
-          held += piece.length;
-          while (held >= CHUNK_BYTES) {
-            const all = parts.length === 1 ? parts[0] : Buffer.concat(parts, held);
-            await write(all.subarray(0, CHUNK_BYTES));
-            const rest = all.subarray(CHUNK_BYTES);
-            parts = rest.length ? [rest] : [];
+          if (held + piece.length < CHUNK_BYTES) {
+            parts.push(piece);
+            held += piece.length;
+            continue;
+          }
+          // Complete a chunk with the head of this piece; whole chunks inside it go as they are.
+          let rest = piece;
+          while (held + rest.length >= CHUNK_BYTES) {
+            const take = CHUNK_BYTES - held;
+            parts.push(rest.subarray(0, take));
+            await chunk(parts, CHUNK_BYTES);
+            parts = [];
+            held = 0;
+            rest = rest.subarray(take);
+          }
+          if (rest.length) {
+            parts.push(rest);
             held = rest.length;
           }
         }
-        if (held > 0) await write(parts.length === 1 ? parts[0] : Buffer.concat(parts, held));
-        if (inflight) await inflight;
+        if (held > 0) await chunk(parts, held);
+        await put(copy, COPY_TRAILER);
+        copy.end();
+        await Promise.race([finished, sent]);
+        await tx`select pg_catalog.set_config('statement_timeout', ${timeout}, true)`;
+        await finished;
       } catch (err) {
-        if (inflight) await inflight.catch(() => {});
+        // The COPY fails with the transaction, which the caller rolls back.
+        if (!copy.writableEnded && !copy.destroyed) copy.destroy(err instanceof Error ? err : new Error(String(err)));
         throw err;
       }
       // The chunks are part of the metadata transaction: commit and rollback are its own.
@@ -59,35 +196,29 @@ export function databaseBackend(db: Db): Backend {
       const first = Math.floor(start / CHUNK_BYTES);
       const last = Math.floor(end / CHUNK_BYTES);
       const id = obj.id;
-      const fetch = (from: number) =>
-        db.sql<{ seq: number; data: string }[]>`
-          select seq, pg_catalog.encode(data, 'base64') as data from storage_private.chunks
-          where object_id = ${id}::uuid and seq between ${from}::int and ${Math.min(from + BATCH - 1, last)}::int
-          order by seq`.execute();
-      // BATCH chunks per statement, the next batch asked for while this one is sent. An
-      // object's chunks never change (a replace is a new object id); if the object is
+      // An object's chunks never change (a replace is a new object id); if the object is
       // deleted meanwhile, a missing chunk ends the stream with an error.
       async function* chunks(): AsyncGenerator<Buffer> {
-        let expect = first;
-        let next: Promise<{ seq: number; data: string }[]> | null = fetch(first);
+        let from = first;
+        let next: Promise<Buffer[]> | null = window(id, from, Math.min(from + WINDOW - 1, last));
         while (next !== null) {
           const rows = await next;
-          const after = expect + BATCH;
-          next = after <= last ? fetch(after) : null;
-          for (const row of rows) {
-            if (row.seq !== expect) break;
-            let data = Buffer.from(row.data, 'base64');
-            const base = row.seq * CHUNK_BYTES;
-            const from = Math.max(0, start - base);
-            const to = Math.min(data.length, end - base + 1);
-            if (from !== 0 || to !== data.length) data = data.subarray(from, to);
-            expect++;
+          const to = Math.min(from + WINDOW - 1, last);
+          next = to < last ? window(id, to + 1, Math.min(to + WINDOW, last)) : null;
+          if (rows.length !== to - from + 1) {
+            next?.catch(() => {});
+            throw new Error(`object ${id}: chunk ${from + rows.length} is missing`);
+          }
+          for (let i = 0; i < rows.length; i++) {
+            let data = rows[i];
+            rows[i] = EMPTY;
+            const base = (from + i) * CHUNK_BYTES;
+            const a = Math.max(0, start - base);
+            const b = Math.min(data.length, end - base + 1);
+            if (a !== 0 || b !== data.length) data = data.subarray(a, b);
             yield data;
           }
-          if (expect !== Math.min(after, last + 1)) {
-            next?.catch(() => {});
-            throw new Error(`object ${id}: chunk ${expect} is missing`);
-          }
+          from = to + 1;
         }
       }
       return Readable.from(chunks(), { objectMode: false, highWaterMark: CHUNK_BYTES });
@@ -97,3 +228,5 @@ export function databaseBackend(db: Db): Backend {
     async delete(): Promise<void> {},
   };
 }
+
+const EMPTY = Buffer.alloc(0);
