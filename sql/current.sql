@@ -1,3 +1,1 @@
 -- Enter migration here
---!include storage/copy.sql
---!include storage/resumable.sql
