@@ -274,9 +274,10 @@ export class Db {
 
   /**
    * A reserved connection of a role's transaction pool, or `DB_BUSY` (503 `database busy`)
-   * when none comes within the budget's wait and a second more: the driver's reservation can
-   * be left waiting when the connection it was promised fails to open, and a request must
-   * never hang. A reservation that arrives late goes straight back to the pool.
+   * after DB_POOL_TIMEOUT_MS. A connection the pool must open waits for the budget, which
+   * fails the reservation itself in time; this bound is for the other wait, in the pool's own
+   * queue while each of its connections is held by another transaction. A reservation that
+   * arrives after it goes straight back to the pool.
    */
   private async reserveWithin(pool: Sql): Promise<ReservedSql> {
     let timer: NodeJS.Timeout | undefined;
@@ -287,7 +288,7 @@ export class Db {
         late = true;
         this.budget.refusedAt = performance.now();
         reject(new LaneError('no database connection became free in time', 'DB_BUSY'));
-      }, this.budget.timeoutMs + 1000);
+      }, this.budget.timeoutMs);
     });
     try {
       return (await Promise.race([reserved, expired])) as ReservedSql;
