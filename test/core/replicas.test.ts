@@ -19,7 +19,6 @@ import { createTestDatabase, serverUrl } from '../helpers/database.ts';
 import { waitFor } from '../webhooks/helpers.ts';
 import { createClient } from '../../src/client/index.ts';
 
-const BIN = '/usr/lib/postgresql/15/bin';
 const asRoot = process.getuid?.() === 0;
 
 function run(cmd: string, args: string[]): { status: number | null; out: string } {
@@ -53,6 +52,11 @@ async function ensureReplicationAccess(): Promise<void> {
 
 /** A streaming replica of the test cluster; stopped and removed when `t` ends. */
 async function startReplica(t: { teardown(fn: () => unknown): void }): Promise<{ port: number; stop(): void }> {
+  // pg_ctl of the test server's own major version (Debian: /usr/lib/postgresql/<major>/bin).
+  const admin = postgres(serverUrl(), { max: 1, onnotice: () => {} });
+  const [{ major }] = await admin<{ major: string }[]>`select (current_setting('server_version_num')::int / 10000)::text as major`;
+  await admin.end();
+  const BIN = `/usr/lib/postgresql/${major}/bin`;
   const dir = mkdtempSync(join(tmpdir(), 'plinth-replica-'));
   if (asRoot) chownSync(dir, Number(spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).stdout.trim()), -1);
   chmodSync(dir, 0o700);
