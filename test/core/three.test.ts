@@ -17,6 +17,8 @@ import { createTestDatabase } from '../helpers/database.ts';
 import { TEST_JWT_SECRET } from '../helpers/app.ts';
 import { freePort, PGBOUNCER, startPgbouncer } from '../helpers/pgbouncer.ts';
 import { startReceiver, waitFor } from '../webhooks/helpers.ts';
+import { open } from '../live/helpers.ts';
+import type { TestApp } from '../helpers/app.ts';
 import { parseConfig, resolveSecrets } from '../../src/core/config.ts';
 
 const HAPROXY = ['/usr/sbin/haproxy', '/usr/bin/haproxy'].find((p) => existsSync(p));
@@ -185,6 +187,34 @@ t.test('three instances behind HAProxy through PgBouncer; one killed', { skip, t
   }, 30_000);
   t.equal(rx.received.length, 1, 'delivered exactly once by three workers');
 
+  // Live queries, broadcast and presence across the three.
+  await db.sql.unsafe(`select live.subscribe('room', 'select id, v from things')`);
+  const ws = (inst: Instance) => open({ url: inst.url } as TestApp, '/ws/room', { query: { apikey: config.anonKey } });
+  const [la, lb, lc] = [await ws(a), await ws(b), await ws(c)];
+  const [ida, , idc] = [(await la.next()).client_id, (await lb.next()).client_id, (await lc.next()).client_id];
+  for (let i = 10; i < 13; i++) t.equal((await call(c.url, 'POST', '/rest/v1/things', { id: i, v: 'live' })).status, 201);
+  // Deltas may carry one write or several (a rerun that saw more than one commit): gathered until all three are in.
+  const deltas = [];
+  const ids: number[] = [];
+  while (ids.length < 3) {
+    const d = await lb.next((m) => m.query_id === 'room' && m.inserted?.some((r: { v: string }) => r.v === 'live'), 15_000);
+    deltas.push(d);
+    ids.push(...d.inserted.map((r: { id: number }) => r.id));
+  }
+  t.same(ids, [10, 11, 12], 'a subscriber on B sees the writes made through C, in order');
+  const seqs = deltas.map((d) => d.seq as number);
+  t.same(seqs, seqs.map((_, i) => seqs[0] + i), 'with no seq gap');
+  la.send({ type: 'broadcast', payload: 'from A' });
+  for (const [name, l] of [['B', lb], ['C', lc]] as const) {
+    t.same(await l.next((m) => m.type === 'broadcast', 15_000), { type: 'broadcast', from: ida, payload: 'from A' }, `a broadcast from A reaches ${name}`);
+  }
+  lc.send({ type: 'presence', state: { name: 'cee' } });
+  for (const [name, l] of [['A', la], ['B', lb]] as const) {
+    const j = await l.next((m) => m.type === 'presence_join' && m.client_id === idc, 15_000);
+    t.same(j.state, { name: 'cee' }, `presence from C reaches ${name}`);
+  }
+  lb.close();
+
   // C takes writes whose deliveries are pending, then dies.
   const before = rx.received.length;
   for (let i = 2; i <= 6; i++) await call(c.url, 'POST', '/rest/v1/things', { id: i, v: 'pending' });
@@ -194,6 +224,12 @@ t.test('three instances behind HAProxy through PgBouncer; one killed', { skip, t
   const through: number[] = [];
   for (let i = 0; i < 30; i++) through.push((await call(proxy, 'GET', '/rest/v1/things?select=id')).status);
   t.same(through, Array(30).fill(200), 'every request through the proxy answered 200 after the kill');
+  // C's clients see their socket end; A's client sees C's presence leave once C is declared dead.
+  await lc.closed;
+  t.pass('the killed instance\'s subscriber is disconnected');
+  await la.next((m) => m.type === 'presence_leave' && m.client_id === idc, DEAD_MS + 30_000);
+  t.pass('its presence leaves once it is declared dead');
+  la.close();
   await waitFor('every pending delivery', () => new Set(rx.received.slice(before).map((r) => r.headers['x-webhook-id'])).size >= 5, DEAD_MS + 30_000);
   t.ok(Date.now() - killedAt <= DEAD_MS + 30_000, 'within INSTANCE_DEAD_MS + 30 s');
 });
