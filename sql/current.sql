@@ -1,1 +1,4 @@
 -- Enter migration here
+--!include core/instances.sql
+--!include webhooks/repeats.sql
+--!include webhooks/deliveries.sql

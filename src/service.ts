@@ -79,6 +79,8 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     anonymousRole: config.anonymousRole,
     requestPassword: config.dbRequestPassword,
     secret: config.secret,
+    readUrls: config.databaseReadUrls,
+    replicaMaxLagMs: config.replicaMaxLagMs,
   });
   const metrics = new Metrics();
   const requestLog = new RequestLog(config.requestLogSize);

@@ -80,7 +80,22 @@ export class PlinthClient {
   constructor(url: string, anonKey: string, options: ClientOptions = {}) {
     if (!url) throw new TypeError('createClient: url is required');
     if (!anonKey) throw new TypeError('createClient: anonKey is required');
-    const baseFetch: Fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    const plainFetch: Fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    // Read your writes behind read replicas: the server marks a write (`Plinth-Wrote`), and
+    // the next requests carry the mark back, so they read from the primary while it is fresh.
+    let wrote: string | null = null;
+    const baseFetch: Fetch = async (input, init) => {
+      let next = init;
+      if (wrote !== null) {
+        const h = new Headers(init?.headers);
+        if (!h.has('plinth-wrote')) h.set('plinth-wrote', wrote);
+        next = { ...init, headers: h };
+      }
+      const res = await plainFetch(input, next);
+      const mark = res.headers.get('plinth-wrote');
+      if (mark !== null) wrote = mark;
+      return res;
+    };
     const extra = options.headers ?? {};
     let auth: AuthClient | null = null;
     const headers = async (): Promise<Record<string, string>> => {

@@ -93,6 +93,12 @@ export interface Config {
   databaseDirectUrl: string | null;
   /** DB_POOLER: `transaction` when DATABASE_URL is a pooler in transaction mode (no session state, no named statements); `session` otherwise. */
   dbPooler: 'session' | 'transaction';
+  /** DATABASE_READ_URL: streaming replicas (one URL or a comma-separated list, used round-robin) for REST reads; empty: none. */
+  databaseReadUrls: readonly string[];
+  /** READ_YOUR_WRITES_MS: a client that wrote this recently reads from the primary. */
+  readYourWritesMs: number;
+  /** REPLICA_MAX_LAG_MS: a replica further behind than this is skipped. */
+  replicaMaxLagMs: number;
   dataDir: string;
   /** MIGRATIONS_DIR: the application's own graphile-migrate folder (committed/, current.sql), applied after plinth's. */
   migrationsDir: string;
@@ -559,6 +565,11 @@ export function parseConfig(env: Env = process.env): Config {
   if (dbPooler === 'transaction' && databaseDirectUrl === null) {
     throw new ConfigError('DATABASE_DIRECT_URL', 'is required with DB_POOLER=transaction (LISTEN, the job worker and migrations need a direct connection)');
   }
+  const databaseReadUrls = (str(env, 'DATABASE_READ_URL') ?? '')
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '')
+    .map((v) => url({ DATABASE_READ_URL: v }, 'DATABASE_READ_URL', { protocols: ['postgres:', 'postgresql:'] }) as string);
 
   return Object.freeze({
     siteUrl: (url(env, 'SITE_URL') ?? 'http://localhost:3000').replace(/\/$/, ''),
@@ -624,6 +635,9 @@ export function parseConfig(env: Env = process.env): Config {
     liveMaxRows: int(env, 'LIVE_MAX_ROWS', 10_000, 1, 10_000_000),
     liveChannel,
     dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
+    databaseReadUrls: Object.freeze(databaseReadUrls),
+    readYourWritesMs: int(env, 'READ_YOUR_WRITES_MS', 5000, 0, 3_600_000),
+    replicaMaxLagMs: int(env, 'REPLICA_MAX_LAG_MS', 1000, 0, 3_600_000),
     dbPoolIdleMs: int(env, 'DB_POOL_IDLE_MS', 10000, 100),
     dbPoolTimeoutMs: int(env, 'DB_POOL_TIMEOUT_MS', 5000, 1),
     instanceDeadMs: int(env, 'INSTANCE_DEAD_MS', 30000, 1000),

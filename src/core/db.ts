@@ -23,6 +23,7 @@ import { ConnectionBudget } from './lane/budget.ts';
 import { LaneError } from './lane/client.ts';
 import { budgetedPool, CONNECT_TIMEOUT_S, RoleLanes, reconnectBackoff, type Sql } from './lane/lanes.ts';
 import { Listener } from './listener.ts';
+import { nextReplica, Replica, replicaFailed } from './replicas.ts';
 import { laneSql, type LaneQuery, type LaneSql, type Row, type Rows } from './lane/sql.ts';
 
 export type { LaneQuery, LaneSql, Rows, Sql };
@@ -106,12 +107,25 @@ export interface DbOptions {
   pooler?: boolean;
   /** PostgreSQL itself, for the listener (LISTEN needs a session) when `url` is a pooler (default: `url`). */
   directUrl?: string;
+  /** DATABASE_READ_URL: streaming replicas for reads (`withContext(…, { read: true })`), round-robin. */
+  readUrls?: readonly string[];
+  /** REPLICA_MAX_LAG_MS: a replica further behind is skipped (default 1 s). */
+  replicaMaxLagMs?: number;
+}
+
+/** How a statement may be served. */
+export interface ContextOptions {
+  /** A read that a replica may serve (when one is configured, reachable and close enough behind). */
+  read?: boolean;
 }
 
 export class Db {
   /** The owner pool (auth, admin, webhooks, storage, jobs, /api/sql): runs as the connecting role. */
   readonly sql: Sql;
   private readonly roles = new Map<string, RoleLanes>();
+  /** DATABASE_READ_URL's replicas; their connections are taken from the same budget. */
+  readonly replicas: readonly Replica[];
+  private readonly replicaTurn = { n: 0 };
   /** Every request connection of this instance is taken from it. */
   readonly budget: ConnectionBudget;
   /** LISTEN and periodic work: one connection outside the budget. */
@@ -152,16 +166,28 @@ export class Db {
       connectTimeoutMs: CONNECT_TIMEOUT_S * 1000,
     });
     this.requestApplicationName = `${opts.applicationName ?? 'plinth'}-requests-${randomBytes(4).toString('hex')}`;
+    this.replicas = (opts.readUrls ?? []).map(
+      (url) =>
+        new Replica({
+          url,
+          budget: this.budget,
+          idleMs: opts.idleMs ?? 10_000,
+          maxLagMs: opts.replicaMaxLagMs ?? 1000,
+          applicationName: this.requestApplicationName,
+          primaryLsn: async () => (await this.listener.query<{ lsn: string }>('select pg_catalog.pg_current_wal_lsn()::text as lsn'))[0].lsn,
+        }),
+    );
     this.onCacheReload('roles', () => this.reloadTimeouts());
   }
 
-  /** The lanes of an API role (created on first use). */
-  private lanesFor(apiRole: string): RoleLanes {
-    let r = this.roles.get(apiRole);
+  /** The lanes of an API role (created on first use), on the primary or on a replica. */
+  private lanesFor(apiRole: string, replica: Replica | null = null): RoleLanes {
+    const roles = replica?.roles ?? this.roles;
+    let r = roles.get(apiRole);
     if (r) return r;
     const login = loginRoleFor(apiRole, this.anonymousRole);
     if (login === null) throw new Error(`no request lane for the role "${apiRole}"`);
-    const u = new URL(this.opts.url);
+    const u = new URL(replica?.url ?? this.opts.url);
     u.username = login;
     const password =
       this.opts.requestPassword ?? (this.opts.secret !== undefined ? deriveLoginPassword(this.opts.secret, login) : null);
@@ -175,7 +201,7 @@ export class Db {
       idleMs: this.opts.idleMs ?? 10_000,
       pooler: this.opts.pooler ?? false,
     });
-    this.roles.set(apiRole, r);
+    roles.set(apiRole, r);
     return r;
   }
 
@@ -222,9 +248,24 @@ export class Db {
    * `c.unsafe(text, params)`); the claims statement goes out in front of it, both in one unit
    * ending in one Sync. If the claims statement fails, the work is not run and fails with that
    * error; a statement that must be parsed again (DDL, a DEALLOCATE) runs again with its claims.
+   * With `read`, a replica serves it when one may (core/replicas.ts); a replica that fails it
+   * for want of a connection leaves it to the primary, never to an error.
    */
-  async withContext<R extends Row = postgres.Row>(ctx: RequestContext, work: (c: LaneSql) => LaneQuery): Promise<Rows<R>> {
-    const lanes = this.lanesFor(ctx.role);
+  async withContext<R extends Row = postgres.Row>(ctx: RequestContext, work: (c: LaneSql) => LaneQuery, opts: ContextOptions = {}): Promise<Rows<R>> {
+    const replica = opts.read === true && this.replicas.length > 0 ? nextReplica(this.replicas, this.replicaTurn) : null;
+    if (replica !== null) {
+      try {
+        return await this.runAs<R>(ctx, work, replica);
+      } catch (err) {
+        if (!replicaFailed(err)) throw err;
+        replica.markDown();
+      }
+    }
+    return this.runAs<R>(ctx, work, null);
+  }
+
+  private async runAs<R extends Row>(ctx: RequestContext, work: (c: LaneSql) => LaneQuery, replica: Replica | null): Promise<Rows<R>> {
+    const lanes = this.lanesFor(ctx.role, replica);
     let timeout = this.timeoutFor(ctx.role);
     if (typeof timeout === 'object' && timeout !== null) timeout = await timeout;
     const span = spanHooks?.child(ctx.requestId, 'db', { 'db.system.name': 'postgresql', 'db.user': ctx.role }) ?? null;
@@ -274,9 +315,10 @@ export class Db {
 
   /**
    * A reserved connection of a role's transaction pool, or `DB_BUSY` (503 `database busy`)
-   * when none comes within the budget's wait and a second more: the driver's reservation can
-   * be left waiting when the connection it was promised fails to open, and a request must
-   * never hang. A reservation that arrives late goes straight back to the pool.
+   * after DB_POOL_TIMEOUT_MS. A connection the pool must open waits for the budget, which
+   * fails the reservation itself in time; this bound is for the other wait, in the pool's own
+   * queue while each of its connections is held by another transaction. A reservation that
+   * arrives after it goes straight back to the pool.
    */
   private async reserveWithin(pool: Sql): Promise<ReservedSql> {
     let timer: NodeJS.Timeout | undefined;
@@ -287,7 +329,7 @@ export class Db {
         late = true;
         this.budget.refusedAt = performance.now();
         reject(new LaneError('no database connection became free in time', 'DB_BUSY'));
-      }, this.budget.timeoutMs + 1000);
+      }, this.budget.timeoutMs);
     });
     try {
       return (await Promise.race([reserved, expired])) as ReservedSql;
@@ -400,6 +442,11 @@ export class Db {
     const timeout = opts.timeout ?? 5;
     if (opts.cancel) await this.cancelAll().catch(() => 0);
     await this.listenHandle?.unlisten().catch(() => {});
-    await Promise.all([...[...this.roles.values()].map((r) => r.end(timeout)), this.sql.end({ timeout }), this.listener.end()]);
+    await Promise.all([
+      ...[...this.roles.values()].map((r) => r.end(timeout)),
+      ...this.replicas.map((r) => r.end(timeout)),
+      this.sql.end({ timeout }),
+      this.listener.end(),
+    ]);
   }
 }

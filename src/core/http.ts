@@ -19,9 +19,9 @@ import { AppError, ERRORS, isBusyError, isConnectionError, pgErrorToAppError } f
 
 const CORS_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 const CORS_HEADERS =
-  'authorization, apikey, content-type, prefer, range, x-upsert, x-client-info, cache-control, tus-resumable, upload-length, upload-offset, upload-metadata, upload-defer-length';
+  'authorization, apikey, content-type, prefer, range, x-upsert, x-client-info, cache-control, tus-resumable, upload-length, upload-offset, upload-metadata, upload-defer-length, plinth-wrote';
 /** Response headers a page may read: REST's count, and what resumable uploads answer with. */
-const CORS_EXPOSE = 'Content-Range, Location, Tus-Resumable, Upload-Offset, Upload-Length, Upload-Expires, X-Request-Id';
+const CORS_EXPOSE = 'Content-Range, Location, Tus-Resumable, Upload-Offset, Upload-Length, Upload-Expires, X-Request-Id, Plinth-Wrote';
 /** Sent on every response when API_EXTERNAL_URL is https: browsers then refuse plain http to this host for a year. */
 const HSTS = 'max-age=31536000; includeSubDomains';
 

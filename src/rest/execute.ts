@@ -6,7 +6,7 @@
  * is the JSON text PostgreSQL built.
  */
 import type postgres from 'postgres';
-import type { Db, LaneQuery, LaneSql, RequestContext, Sql } from '../core/db.ts';
+import type { ContextOptions, Db, LaneQuery, LaneSql, RequestContext, Sql } from '../core/db.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
 import { REST_ERRORS } from './errors.ts';
 import type { Prepared } from './plan.ts';
@@ -79,7 +79,7 @@ class RolledBack extends Error {
  * one that ends in a rollback (`tx=rollback`) must be able to roll back after seeing its
  * rows, so it takes the two-step transaction; everything else is one round trip.
  */
-export async function execute(db: Db, ctx: RequestContext, p: Prepared): Promise<Outcome> {
+export async function execute(db: Db, ctx: RequestContext, p: Prepared, opts: ContextOptions = {}): Promise<Outcome> {
   try {
     if ((p.plan.write && p.plan.singular) || p.rollback === true || p.maxAffected !== undefined) {
       return await db.transactionWithContext(ctx, async (c) => {
@@ -89,7 +89,7 @@ export async function execute(db: Db, ctx: RequestContext, p: Prepared): Promise
         return out;
       });
     }
-    return outcome(p, await db.withContext(ctx, (c) => run(c, p)));
+    return outcome(p, await db.withContext(ctx, (c) => run(c, p), opts));
   } catch (err) {
     if (err instanceof RolledBack) return err.out;
     throw pgErrorToAppError(err);

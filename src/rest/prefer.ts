@@ -18,10 +18,12 @@ export interface Prefer {
   readonly maxAffected: number | null;
   /** `missing=default`: a key missing from a row of a bulk insert takes the column default. */
   readonly missingDefault: boolean;
+  /** `consistency=strong`: a read goes to the primary, never to a replica. */
+  readonly strong: boolean;
 }
 
 /** No Prefer header: every preference at its default. */
-export const NO_PREFER: Prefer = Object.freeze({ returnMinimal: false, count: null, tx: null, strict: false, maxAffected: null, missingDefault: false });
+export const NO_PREFER: Prefer = Object.freeze({ returnMinimal: false, count: null, tx: null, strict: false, maxAffected: null, missingDefault: false, strong: false });
 
 /** Space, tab, CR or LF, as the query grammar trims. */
 function isWs(c: number): boolean {
@@ -37,7 +39,8 @@ function sliceTrim(s: string, from: number, to: number): string {
 
 /**
  * Parses the `Prefer` header(s): `return=minimal|representation`, `count=exact|planned|estimated`,
- * `tx=commit|rollback`, `handling=strict|lenient`, `max-affected=N`, `missing=default|null`.
+ * `tx=commit|rollback`, `handling=strict|lenient`, `max-affected=N`, `missing=default|null`,
+ * `consistency=strong|eventual`.
  * Tokens are comma-separated, case-insensitive; unknown tokens are ignored. Later tokens win.
  */
 export function parsePrefer(header: string | readonly string[] | undefined | null): Prefer {
@@ -48,6 +51,7 @@ export function parsePrefer(header: string | readonly string[] | undefined | nul
   let strict = false;
   let maxAffected: number | null = null;
   let missingDefault = false;
+  let strong = false;
   const h = typeof header === 'string' ? header : header.join(',');
   const n = h.length;
   let start = 0;
@@ -87,9 +91,13 @@ export function parsePrefer(header: string | readonly string[] | undefined | nul
           if (val === 'default') missingDefault = true;
           else if (val === 'null') missingDefault = false;
           break;
+        case 'consistency':
+          if (val === 'strong') strong = true;
+          else if (val === 'eventual') strong = false;
+          break;
       }
     }
     start = end + 1;
   }
-  return { returnMinimal, count, tx, strict, maxAffected, missingDefault };
+  return { returnMinimal, count, tx, strict, maxAffected, missingDefault, strong };
 }

@@ -14,6 +14,7 @@ import type { RestTxEnd } from '../core/config.ts';
 import { execute, explain, type Outcome } from './execute.ts';
 import { buildOpenApi, reachableQuery, type Reachable } from './openapi.ts';
 import { runBatch, validateBatch } from './batch.ts';
+import { markWrite, replicaMayRead } from './consistency.ts';
 import type { Reloading } from '../core/reloading.ts';
 import type { Catalog } from './catalog.ts';
 
@@ -160,6 +161,9 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
   const { db, credentials, config } = deps;
   const txEnd = config.restTxEnd;
   const plans = config.restPlanEnabled;
+  // With replicas: reads a replica may serve go there, and writes leave their client's mark.
+  const replicas = db.replicas.length > 0;
+  const ryw = config.readYourWritesMs;
 
   const table = (method: Method) => async (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => {
     const cred = await credentials.api(req);
@@ -184,7 +188,9 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     });
     const planFormat = plans ? wantsPlan(accept) : null;
     if (planFormat !== null) return sendPlan(reply, planFormat, await explain(db, cred, p, planFormat));
-    const out = await execute(db, cred, p);
+    const read = method === 'GET';
+    const out = await execute(db, cred, p, { read: replicas && read && replicaMayRead(req, prefer, ryw) });
+    if (replicas && !read) markWrite(reply, ryw);
     if (prefer !== NO_PREFER) preferenceApplied(reply, txEnd, prefer, method === 'POST' && prefer.missingDefault ? 'missing=default' : null);
     return send(reply, out, p.plan.singular, p.plan.csvHeader !== undefined);
   };
@@ -221,7 +227,10 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     const rollback = rollsBack(txEnd, prefer);
     const maxAffected = prefer.strict && prefer.maxAffected !== null ? prefer.maxAffected : undefined;
     if (rollback || maxAffected !== undefined) p = { ...p, rollback, maxAffected };
-    const out = await execute(db, cred, p);
+    // A GET of a stable or immutable function is a read (it has a max-age); anything else may write.
+    const read = method === 'GET' && p.plan.maxAge !== null;
+    const out = await execute(db, cred, p, { read: replicas && read && replicaMayRead(req, prefer, ryw) });
+    if (replicas && !read) markWrite(reply, ryw);
     if (prefer !== NO_PREFER) preferenceApplied(reply, txEnd, prefer, null);
     cacheHeaders(reply, req, p.plan.maxAge);
     return send(reply, out, false);
@@ -234,6 +243,7 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     const batch = validateBatch(req.body, config.maxBatchOperations);
     const cat = await cache.get();
     const out = await runBatch(db, cat, cred, batch);
+    if (replicas) markWrite(reply, ryw);
     return sendJsonText(reply, out.status, out.body);
   });
 

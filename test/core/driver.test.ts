@@ -130,3 +130,61 @@ t.test('a connection lost while it fetches the array types: no unhandled rejecti
   await new Promise((resolve) => setTimeout(resolve, 50));
   t.same(unhandled, [], 'no rejection was left unhandled');
 });
+
+/** A pool of two connections whose sockets wait for `gate()` before they connect (after the first). */
+function gatedPool(gate: (n: number) => Promise<void>, fail?: (n: number) => boolean) {
+  const sockets: net.Socket[] = [];
+  const sql = postgres(url, {
+    max: 2,
+    connect_timeout: 3,
+    onnotice: () => {},
+    socket: async () => {
+      const n = sockets.length;
+      const s = new net.Socket();
+      sockets.push(s);
+      await gate(n);
+      if (fail?.(n)) setImmediate(() => s.destroy(new Error('connection refused (test)')));
+      else s.connect(Number(port), hostname);
+      return s;
+    },
+  } as postgres.Options<Record<string, never>>);
+  return { sql, sockets };
+}
+
+const within = <T>(p: Promise<T>, ms: number) =>
+  Promise.race([p, new Promise<'unsettled'>((resolve) => setTimeout(() => resolve('unsettled'), ms).unref())]);
+
+// Repair 5: a reservation handed alone to a reconnecting connection was dropped once it was ready.
+t.test('a reservation made while an idle connection closes: it arrives', async (t) => {
+  let firstClosed: Promise<void> = Promise.resolve();
+  const { sql, sockets } = gatedPool((n) => (n === 0 ? Promise.resolve() : firstClosed));
+  t.teardown(() => sql.end({ timeout: 1 }));
+  await sql`select 1`;
+  firstClosed = new Promise((resolve) => sockets[0].once('close', () => resolve()));
+  // The idle connection closes (the budget takes it back); the reservation comes before its
+  // close: a second connection opens for it, and the closed one opens again for it too. Before
+  // the repair both became idle and the reservation waited for ever.
+  t.ok((sql as unknown as { evictIdle(): boolean }).evictIdle(), 'the idle connection is closing');
+  const reserved = within(sql.reserve(), 10_000);
+  const r = await reserved;
+  t.not(r, 'unsettled', 'the reservation arrives');
+  if (r === 'unsettled') return;
+  const [{ one }] = await r`select 1 as one`;
+  t.equal(one, 1, 'and runs');
+  r.release();
+});
+
+// Repair 6: a reservation that failed stayed queued, and the next connection to open was handed to it for good.
+t.test('a reservation whose connection fails: it fails, and no connection is lost to it', async (t) => {
+  const { sql } = gatedPool(() => Promise.resolve(), (n) => n === 0);
+  t.teardown(() => sql.end({ timeout: 1 }));
+  // The connection opened for it fails: the reservation fails with it.
+  t.equal(await within(outcome(sql.reserve()), 10_000), 'failed', 'the reservation fails with its connection');
+  // Every connection of the pool opens again and serves queries: none is held by the failed reservation.
+  const a = await within(sql.reserve(), 10_000);
+  const b = await within(sql.reserve(), 10_000);
+  t.not(a, 'unsettled', 'a first reservation arrives');
+  t.not(b, 'unsettled', 'a second one arrives: the pool has both its connections');
+  if (a !== 'unsettled') a.release();
+  if (b !== 'unsettled') b.release();
+});

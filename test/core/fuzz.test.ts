@@ -348,11 +348,9 @@ function judge(req: Req, status: number, text: string): string {
 }
 
 t.test(`fuzz: ${COUNT} requests from seed ${SEED}`, async (t) => {
-  // A budget well above six requests at once over three API roles. With the budget spent, a
-  // batch's transaction connection can fail to arrive (an open defect of the connection
-  // budget with the driver's reservations: such a request now gets 503 `database busy`
-  // after DB_POOL_TIMEOUT_MS instead of waiting for ever); this test is about the grammar.
-  const app = await restApp(t, { env: { DB_POOL_SIZE: '20' } });
+  // The default budget of the test service (DB_POOL_SIZE 2) for six requests at once over three
+  // API roles: lanes, owner pool and transaction pools take connections back from each other.
+  const app = await restApp(t);
   await app.db.sql.unsafe(SEED_SQL).simple();
   const port = Number(new URL(app.url).port);
   const user = await userToken(USER_A);

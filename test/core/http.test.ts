@@ -61,12 +61,12 @@ t.test('body errors, unknown routes and CORS', async (t) => {
   t.equal(r.headers.get('access-control-allow-methods'), 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS');
   t.equal(
     r.headers.get('access-control-allow-headers'),
-    'authorization, apikey, content-type, prefer, range, x-upsert, x-client-info, cache-control, tus-resumable, upload-length, upload-offset, upload-metadata, upload-defer-length',
+    'authorization, apikey, content-type, prefer, range, x-upsert, x-client-info, cache-control, tus-resumable, upload-length, upload-offset, upload-metadata, upload-defer-length, plinth-wrote',
   );
   r = await app.call('GET', '/health', { headers: { origin: 'https://site.test' } });
   t.equal(r.headers.get('access-control-allow-origin'), 'https://site.test', "SITE_URL's origin is allowed");
   t.match(r.headers.get('vary') ?? '', /Origin/);
-  t.equal(r.headers.get('access-control-expose-headers'), 'Content-Range, Location, Tus-Resumable, Upload-Offset, Upload-Length, Upload-Expires, X-Request-Id', 'a page script can read the request id');
+  t.equal(r.headers.get('access-control-expose-headers'), 'Content-Range, Location, Tus-Resumable, Upload-Offset, Upload-Length, Upload-Expires, X-Request-Id, Plinth-Wrote', 'a page script can read the request id and the write marker');
   r = await app.call('GET', '/health', { headers: { origin: 'https://evil.test' } });
   t.equal(r.headers.get('access-control-allow-origin'), null, 'other origins are not echoed');
 

@@ -3,7 +3,8 @@
  * instance silent for longer than INSTANCE_DEAD_MS is declared dead by a survivor (its
  * locked jobs unlocked, its live instance row gone, one log line), and an instance that
  * starts under the name of a registered one (the same host and port: a restart after
- * kill -9) takes its jobs back at once.
+ * kill -9) takes its jobs back at once. A webhook attempt such a job was making runs again,
+ * and the delivery log marks it `repeat_possible`.
  */
 import t from 'tap';
 import { createServer } from 'node:net';
@@ -12,6 +13,7 @@ import { startApp } from '../helpers/app.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { captureLog } from '../helpers/log-capture.ts';
 import { instanceName } from '../../src/core/instances.ts';
+import { createHook, deliveries, startReceiver, waitFor } from '../webhooks/helpers.ts';
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -83,4 +85,46 @@ t.test('a dead instance is released by a survivor; a restarted one releases its 
   t.equal(await lockedBy(db, left), null, 'the restarted instance unlocked its previous run\'s job at start');
   t.ok(second.lines.some((l) => String(l.msg).includes('did not stop cleanly') && l.jobs_unlocked === 1), 'and said so');
 
+});
+
+t.test('a webhook attempt a dead instance had taken runs again, and the delivery log says it may be a repeat', async (t) => {
+  const db = await createTestDatabase(t);
+  await db.sql.unsafe(`create table public.pings (id int primary key); grant all on public.pings to service_role;`);
+  const receiver = await startReceiver(t);
+  // No worker here: the change's job waits, as it would in a queue an instance had taken.
+  const writer = await startApp(t, { db, worker: false });
+  await writer.call('POST', '/api/catalog/refresh', { token: writer.serviceKey });
+  const hook = await createHook(writer, { url: receiver.url, table_name: 'pings', events: ['INSERT'] });
+  const w = await writer.call('POST', '/rest/v1/pings', { token: writer.serviceKey, body: [{ id: 1 }] });
+  t.equal(w.status, 201);
+  // A killed instance had taken the delivery's job (and may have sent it) before it died.
+  const ghost = randomUUID();
+  await db.sql`insert into plinth_private.instances (id, name, worker_ids, seen_at) values (${ghost}::uuid, 'ghost:2', '{pool-ghost-2}', now() - interval '5 seconds')`;
+  // The writer's outbox drain hands the change to the job queue.
+  await waitFor('the delivery job', async () => (await db.sql`select 1 from graphile_worker.jobs where task_identifier = 'webhooks__deliver'`).length > 0 || null);
+  const [{ n }] = await db.sql<{ n: number }[]>`
+    update graphile_worker._private_jobs j set locked_by = 'pool-ghost-2', locked_at = now()
+      from graphile_worker._private_tasks k where k.id = j.task_id and k.identifier = 'webhooks__deliver' returning 1 as n`;
+  t.equal(n, 1, 'the delivery job is locked by the dead instance');
+  // A survivor with a worker: it declares the ghost dead; the job runs again on it.
+  const survivor = await startApp(t, { db, worker: true, env: { INSTANCE_DEAD_MS: '1000' } });
+  await waitFor('the delivery', () => receiver.received.length > 0, 30_000);
+  const log = await waitFor('the attempt in the log', async () => {
+    const d = await deliveries(survivor, hook.id);
+    return d.length > 0 && d[0].attempts.length > 0 ? d : null;
+  });
+  t.equal(log[0].state, 'delivered');
+  t.equal(log[0].attempts[0].repeat_possible, true, 'the attempt is marked: the receiver may have seen it twice');
+  const [{ kept }] = await db.sql<{ kept: number }[]>`select count(*)::int as kept from plinth_private.released_jobs`;
+  t.equal(kept, 1, 'the released job is kept (a day) for every attempt it carries');
+
+  // An ordinary delivery is not marked.
+  await writer.call('POST', '/rest/v1/pings', { token: writer.serviceKey, body: [{ id: 2 }] });
+  const both = await waitFor('the second delivery in the log', async () => {
+    const d = await deliveries(survivor, hook.id);
+    return d.length > 1 && d.every((x) => x.attempts.length > 0) ? d : null;
+  });
+  t.same(both.map((d) => d.attempts[0].repeat_possible).sort(), [false, true], 'a delivery no instance died on: not marked');
+  const [view] = await db.sql`select repeat_possible from webhooks.delivery_attempts where repeat_possible`;
+  t.ok(view, 'the delivery_attempts view has the column');
 });

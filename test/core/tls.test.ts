@@ -2,7 +2,8 @@
  * The request lanes over TLS to the database: one Sync per request as without TLS (the lane
  * client, node-postgres, negotiates TLS), claims on every
  * statement, a lane killed mid-burst fails closed, and the sslmode values mean what they
- * mean to libpq. The database is the shared server behind a TLS-terminating proxy that
+ * mean to libpq; the owner and transaction pools negotiate TLS inside the connection budget.
+ * The database is the shared server behind a TLS-terminating proxy that
  * answers PostgreSQL's SSLRequest (a self-signed certificate made here with openssl).
  */
 import t from 'tap';
@@ -140,6 +141,27 @@ t.test('request lanes over TLS', async (t) => {
       results.every((r) => r === userId || !/^[0-9a-f-]{36}$/.test(r)),
       'after a kill over TLS: each request failed or ran with its own claims',
     );
+  });
+
+  await t.test('sslmode=require: the owner pool and a transaction pool speak TLS inside the budget', async (t) => {
+    const db = new Db({ url: through(proxy.port, 'require'), poolSize: 1, idleMs: 200, timeoutMs: 5000, log: createLogger('silent') });
+    t.teardown(() => db.end({ timeout: 1 }));
+    const before = proxy.secured;
+    const [row] = await db.sql`select ssl from pg_catalog.pg_stat_ssl where pid = pg_catalog.pg_backend_pid()`;
+    t.equal(row.ssl, false, 'PostgreSQL sees the proxy in plaintext (the proxy ends the TLS)');
+    t.ok(proxy.secured > before, 'the owner pool connection completed a TLS handshake');
+    t.equal(db.budget.inUse, 1, 'it holds the one unit of the budget');
+    // The budget is spent: the request takes the owner's idle connection back, then a batch-style
+    // transaction takes the lane's; each closed TLS connection gives its unit back.
+    t.equal(await outcome(db), userId, 'a request runs once the owner connection is closed for it');
+    const tx = await db.transactionWithContext(user, async (c) => (await c`select auth.uid() as uid`)[0].uid as string);
+    t.equal(tx, userId, 'a transaction over TLS, inside the budget of one');
+    t.ok(db.budget.inUse <= 1, `never more than the budget: ${db.budget.inUse}`);
+    const deadline = Date.now() + 10_000;
+    while (db.budget.inUse > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    t.equal(db.budget.inUse, 0, 'once idle, every unit is back: no connection over TLS leaks one');
+    const [again] = await db.sql`select 1 as one`;
+    t.equal(again.one, 1, 'the owner pool connects again over TLS');
   });
 
   await t.test('sslmode=verify-full with a certificate no authority signed: the lane refuses to connect', async (t) => {

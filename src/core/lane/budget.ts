@@ -13,7 +13,8 @@
  */
 import net from 'node:net';
 import { Duplex } from 'node:stream';
-import { LaneError } from './client.ts';
+import tls from 'node:tls';
+import { LaneError, type TlsMode } from './client.ts';
 
 interface Waiter {
   resolve(): void;
@@ -133,9 +134,13 @@ function failedSocket(err: Error): Duplex {
 
 /**
  * The postgres driver's `socket` option for a pool inside `budget`: each connection waits for
- * a unit of the budget, then connects; the unit comes back when the socket closes.
+ * a unit of the budget, then connects; the unit comes back when the socket closes. With
+ * `tlsMode` other than `disable` it negotiates TLS itself (PostgreSQL's SSLRequest, then a
+ * TLS handshake, as libpq's sslmode says) and hands the driver the TLS socket, with TLS off
+ * in the driver: the unit is then tied to the socket the driver really uses, so it comes back
+ * when that one closes (a socket the driver upgraded itself hid its close from the budget).
  */
-export function budgetedSocket(budget: ConnectionBudget, connectTimeoutMs: number): (o: SocketTarget) => Promise<Duplex> {
+export function budgetedSocket(budget: ConnectionBudget, connectTimeoutMs: number, tlsMode: TlsMode = 'disable'): (o: SocketTarget) => Promise<Duplex> {
   return async (o) => {
     try {
       await budget.take();
@@ -151,23 +156,59 @@ export function budgetedSocket(budget: ConnectionBudget, connectTimeoutMs: numbe
       given = true;
       budget.give();
     };
-    s.once('close', giveBack);
-    s.once('end', giveBack);
-    s.once('finish', giveBack);
-    const err = await new Promise<Error | null>((resolve) => {
-      const timer = setTimeout(() => resolve(new LaneError('timed out connecting to the database', 'CONNECT_TIMEOUT')), connectTimeoutMs);
-      s.once('connect', () => {
-        clearTimeout(timer);
-        resolve(null);
-      });
-      s.once('error', (e) => {
-        clearTimeout(timer);
-        resolve(e);
-      });
+    const watch = (x: Duplex) => {
+      x.once('close', giveBack);
+      x.once('end', giveBack);
+      x.once('finish', giveBack);
+    };
+    watch(s);
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<Error>((resolve) => {
+      timer = setTimeout(() => resolve(new LaneError('timed out connecting to the database', 'CONNECT_TIMEOUT')), connectTimeoutMs);
     });
-    if (err === null) return s;
+    const connected = new Promise<Error | null>((resolve) => {
+      s.once('connect', () => resolve(null));
+      s.once('error', (e) => resolve(e));
+    });
+    let err = await Promise.race([connected, deadline]);
+    let out: Duplex = s;
+    // libpq speaks TLS over TCP only, never on a Unix socket.
+    if (err === null && tlsMode !== 'disable' && !o.path) {
+      const secured = await Promise.race([negotiateTls(s, tlsMode, o.host[0]), deadline]);
+      if (secured instanceof Error) err = secured;
+      else if (secured !== null) {
+        watch(secured);
+        out = secured;
+      }
+    }
+    clearTimeout(timer);
+    if (err === null) return out;
     budget.refusedAt = performance.now();
     s.destroy();
+    if (out !== s) out.destroy();
     return failedSocket(err);
   };
+}
+
+/** SSLRequest, then TLS as `mode` asks: the TLS socket, null to go on in plaintext (`prefer` and a server without TLS), or the error. */
+function negotiateTls(s: net.Socket, mode: TlsMode, host: string | undefined): Promise<tls.TLSSocket | null | Error> {
+  return new Promise((resolve) => {
+    s.once('error', (e: Error) => resolve(e));
+    s.once('data', (answer: Buffer) => {
+      if (answer[0] !== 0x53) {
+        resolve(mode === 'prefer' ? null : new LaneError(`the database server does not accept TLS (sslmode=${mode})`, 'TLS_REFUSED'));
+        return;
+      }
+      const t = tls.connect({
+        socket: s,
+        servername: host !== undefined && net.isIP(host) === 0 ? host : undefined,
+        rejectUnauthorized: mode === 'verify-full' || mode === 'verify-ca',
+        ...(mode === 'verify-ca' ? { checkServerIdentity: () => undefined } : {}),
+      });
+      t.once('secureConnect', () => resolve(t));
+      t.once('error', (e: Error) => resolve(e));
+    });
+    // SSLRequest: length 8, code 80877103.
+    s.write(Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]));
+  });
 }

@@ -277,17 +277,15 @@ export class RoleLanes {
  * when the budget is spent and another pool waits, its oldest idle connection closes.
  */
 export function budgetedPool(url: string, budget: ConnectionBudget, idleMs: number, options: postgres.Options<Record<string, never>>): Sql {
-  // Over TLS the pool keeps its own bound (`max`) outside the budget: a connection the driver
-  // upgrades to TLS on the budget's socket did not give its unit back when ended (seen
-  // behind a TLS-terminating proxy, test/core/tls.test.ts), and a unit lost is a connection
-  // lost to the whole instance. The lanes stay inside the budget over TLS too.
-  if (tlsModeOf(url) !== 'disable') {
-    return postgres(url, { ...options, idle_timeout: idleMs / 1000 } as postgres.Options<Record<string, never>>) as unknown as Sql;
-  }
-  const sql = postgres(url, {
+  // TLS, when the URL asks for it, is negotiated by the budget's socket (the driver gets the
+  // TLS socket and the URL without its sslmode), so the pool's connections count over TLS too.
+  const u = new URL(url);
+  for (const k of ['sslmode', 'ssl', 'sslrootcert']) u.searchParams.delete(k);
+  const sql = postgres(u.toString(), {
     ...options,
+    ssl: false,
     idle_timeout: idleMs / 1000,
-    socket: budgetedSocket(budget, CONNECT_TIMEOUT_S * 1000),
+    socket: budgetedSocket(budget, CONNECT_TIMEOUT_S * 1000, tlsModeOf(url)),
   } as postgres.Options<Record<string, never>>) as unknown as Sql & { evictIdle(): boolean };
   const unevict = budget.onEvict(() => sql.evictIdle());
   const end = sql.end.bind(sql);
