@@ -1,1 +1,1 @@
--- Enter migration here
+--!include core/periodic.sql

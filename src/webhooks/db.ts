@@ -113,9 +113,6 @@ export async function purgeLog(sql: Sql): Promise<{ deliveries: number }> {
   return r.counts;
 }
 
-export async function schedulePurge(sql: Sql, delaySeconds: number): Promise<void> {
-  await sql`select webhooks.schedule_purge(${delaySeconds}::int)`;
-}
 
 /** Give an attempt back unrecorded (this instance is stopping): the same job again, after `delayMs`. */
 export async function requeueAttempt(sql: Sql, a: Pick<AttemptRecord, 'webhookId' | 'deliveryId' | 'attempt' | 'event' | 'table' | 'createdAt' | 'requestId'> & { body: string }, delayMs: number): Promise<void> {
