@@ -92,10 +92,15 @@ function selectList(st: State, rel: Relation, node: SelectNode, alias: string, f
   let out = '';
   let pos = 0;
   for (const item of items) {
-    if (grouping && (item.kind === 'star' || (item.kind === 'embed' && item.select.items.length > 0))) throw ERRORS.invalidRequest();
+    // A to-one spread's columns are plain columns of this level: grouped by like them.
+    const groupedSpread = grouping && item.kind === 'embed' && item.spread === true && resolveEmbed(st.cat, rel, item).toOne;
+    if (grouping && !groupedSpread && (item.kind === 'star' || (item.kind === 'embed' && item.select.items.length > 0))) throw ERRORS.invalidRequest();
+    const spreadBefore = frame.spreadNames.length;
     const one = selectItem(st, rel, item, alias, frame, names);
     if (one === '') continue;
-    pos++;
+    if (groupedSpread) {
+      for (let i = spreadBefore; i < frame.spreadNames.length; i++) frame.groupBy.push(String(++pos));
+    } else pos++;
     if (grouping && item.kind === 'column' && item.aggregate === undefined) frame.groupBy.push(String(pos));
     if (out !== '') out += ', ';
     out += one;
