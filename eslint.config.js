@@ -37,7 +37,7 @@ const RAW_SQL = {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'packages/*/dist/', 'dist/'] },
+  { ignores: ['node_modules/', 'packages/*/dist/', 'dist/', 'test/vendor/'] },
   { linterOptions: { reportUnusedDisableDirectives: 'error' } },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,

@@ -1,4 +1,5 @@
 -- Enter migration here
+--!include core/periodic.sql
 --!include core/instances.sql
 --!include webhooks/repeats.sql
 --!include webhooks/deliveries.sql

@@ -437,6 +437,3 @@ export function runAccessTokenHook(sql: Sql, hook: string, event: Record<string,
   return sql<HookRow[]>`select * from auth.run_access_token_hook(${hook}, ${sql.json(event as postgres.JSONValue)})`;
 }
 
-export async function schedulePurge(sql: Sql, delaySeconds: number): Promise<void> {
-  await call(sql`select auth.schedule_purge(${delaySeconds})`);
-}

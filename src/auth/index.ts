@@ -9,7 +9,7 @@
 import type { TaskList } from 'graphile-worker';
 import type { Area } from '../core/area.ts';
 import { periodic } from '../core/periodic.ts';
-import { purgeAuditLog, purgeExpired, schedulePurge } from './db.ts';
+import { purgeAuditLog, purgeExpired } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
@@ -20,7 +20,6 @@ const purge = periodic({
   name: 'auth__purge',
   everySeconds: 3600,
   run: async (sql, deps) => ({ ...(await purgeExpired(sql)), ...(await purgeAuditLog(sql, deps.config.authAuditRetentionDays)) }),
-  schedule: schedulePurge,
   done: 'auth: expired rows purged',
 });
 

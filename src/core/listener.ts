@@ -11,7 +11,7 @@
  */
 import pg from 'pg';
 import type { Logger } from './log.ts';
-import { tlsModeOf, type TlsMode } from './lane/client.ts';
+import { clientConfig, tlsModeOf, type TlsMode } from './lane/client.ts';
 import { reconnectBackoff } from './lane/lanes.ts';
 
 interface Listening {
@@ -85,24 +85,11 @@ export class Listener {
 
   /** One connection attempt, TLS as the URL's sslmode says (as the lanes read it). */
   private async attempt(tls: boolean, mode: TlsMode): Promise<pg.Client> {
-    const u = new URL(this.o.url);
-    const socketDir = u.searchParams.get('host');
     const client = new pg.Client({
-      host: socketDir ?? (decodeURIComponent(u.hostname).replace(/^\[|\]$/g, '') || 'localhost'),
-      port: Number(u.port || 5432),
-      user: decodeURIComponent(u.username),
-      password: decodeURIComponent(u.password),
-      database: decodeURIComponent(u.pathname.slice(1)),
+      ...clientConfig(this.o.url, tls ? mode : 'disable'),
       application_name: this.o.applicationName,
       connectionTimeoutMillis: this.o.connectTimeoutMs,
       keepAlive: true,
-      ssl: !tls
-        ? false
-        : mode === 'verify-full'
-          ? { rejectUnauthorized: true }
-          : mode === 'verify-ca'
-            ? { rejectUnauthorized: true, checkServerIdentity: () => undefined }
-            : { rejectUnauthorized: false },
     });
     client.on('error', () => {});
     client.connection.on('error', () => {});

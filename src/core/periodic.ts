@@ -1,9 +1,10 @@
 /**
  * A periodic job of graphile-worker (the hourly purges of auth and webhooks): one pending
  * job for all instances, re-enqueued by itself after each run, its time kept across
- * restarts. The SQL side is the area's `schedule_*` function, which adds the job with a job
- * key and `job_key_mode => 'preserve_run_at'` (docs/decisions/0020-an-hourly-purge.md);
- * this is the TypeScript side both areas share: the task, and the first scheduling at start.
+ * restarts. The SQL side is `plinth_private.schedule_periodic`, which adds the job with the
+ * task's name as its job key and `job_key_mode => 'preserve_run_at'`
+ * (docs/decisions/0020-an-hourly-purge.md); this is the TypeScript side the areas share: the
+ * task, and the first scheduling at start.
  */
 import type { Task } from 'graphile-worker';
 import type { Deps } from './area.ts';
@@ -15,8 +16,6 @@ export interface PeriodicJob {
   everySeconds: number;
   /** The work of one run; what it returns (counts) is logged. */
   run(sql: Sql, deps: Deps): Promise<unknown>;
-  /** Add the next run `delaySeconds` from now, unless one is pending (the area's SQL function). */
-  schedule(sql: Sql, delaySeconds: number): Promise<void>;
   /** The log line of a finished run. */
   done: string;
 }
@@ -34,13 +33,17 @@ export function periodic(job: PeriodicJob): Periodic {
       return async () => {
         const counts = await job.run(deps.db.sql, deps);
         deps.log.info({ task: job.name, result: counts }, job.done);
-        await job.schedule(deps.db.sql, job.everySeconds);
+        await schedulePeriodic(deps.db.sql, job.name, job.everySeconds);
       };
     },
     async start(deps) {
-      await job
-        .schedule(deps.db.sql, job.everySeconds)
+      await schedulePeriodic(deps.db.sql, job.name, job.everySeconds)
         .catch((err: unknown) => deps.log.warn({ err, task: job.name }, `${job.name}: could not schedule the job; the next start will`));
     },
   };
+}
+
+/** Add the periodic job `task`'s next run `delaySeconds` from now, unless one is pending (its time is kept). */
+export async function schedulePeriodic(sql: Sql, task: string, delaySeconds: number): Promise<void> {
+  await sql`select plinth_private.schedule_periodic(${task}, ${delaySeconds}::int)`;
 }

@@ -128,11 +128,11 @@ export function prepareRpc(cat: Catalog, req: RpcRequest): Prepared & { fn: Func
     if (rel !== null && ((req.query !== undefined && req.query !== '') || req.count != null)) {
       return prepareRpcQuery(cat, fn, rel, req, { post: true, wholeBody, names, args: bodyParam === null ? [] : [bodyParam] });
     }
-    const key = 'RPC\u0000' + fn.oid + '\u0000' + (wholeBody ? '\u0002' : names.join('\u0001'));
+    const key = 'RPC\u0000' + fn.oid + '\u0000' + (wholeBody ? '\u0002' : names.join('\u0001')) + (req.count == null ? '' : '\u0000n');
     let plan = cat.cached<Plan>(key);
     if (plan === undefined) {
       const c = postCall(fn, wholeBody, names, 1);
-      plan = cat.remember(key, rpcPlan(fn, rpcSelect(fn, c.call, c.from)));
+      plan = cat.remember(key, countedRpc(rpcPlan(fn, rpcSelect(fn, c.call, c.from)), req));
     }
     return { plan, params: bodyParam === null ? [] : [bodyParam], offset: 0, fn };
   }
@@ -160,10 +160,18 @@ export function prepareRpc(cat: Catalog, req: RpcRequest): Prepared & { fn: Func
     return prepareRpcQuery(cat, fn, rel, { ...req, query: rest.toString() }, { post: false, wholeBody: false, names, args: names.map((n) => values.get(n)!) });
   }
   if (rest.size > 0) throw ERRORS.invalidRequest();
-  const key = 'RPCGET\u0000' + fn.oid + '\u0000' + names.join('\u0001');
+  const key = 'RPCGET\u0000' + fn.oid + '\u0000' + names.join('\u0001') + (req.count == null ? '' : '\u0000n');
   let plan = cat.cached<Plan>(key);
-  if (plan === undefined) plan = cat.remember(key, rpcPlan(fn, rpcSelect(fn, getCall(fn, names, 1), '')));
+  if (plan === undefined) plan = cat.remember(key, countedRpc(rpcPlan(fn, rpcSelect(fn, getCall(fn, names, 1), '')), req));
   return { plan, params: names.map((n) => values.get(n)!), offset: 0, fn };
+}
+
+/**
+ * A function without result columns under `Prefer: count=`: Content-Range counts what it
+ * returned (a scalar is one row, a set its rows), exactly, as PostgREST answers.
+ */
+function countedRpc(plan: Plan, req: RpcRequest): Plan {
+  return req.count == null ? plan : { ...plan, contentRange: true, count: 'exact' };
 }
 
 /** A POST call whose arguments come from the JSON body bound as `$first`: the call, and the FROM item it reads them from. */

@@ -53,7 +53,8 @@ export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
   let contentRange: string | null = null;
   let status = plan.status;
   if (plan.contentRange) {
-    const total = row.total === undefined || row.total === null ? '*' : String(row.total);
+    // A counted call of a function without result columns: what it returned is the total.
+    const total = row.total !== undefined && row.total !== null ? String(row.total) : plan.count !== null ? String(n) : '*';
     contentRange = n === 0 ? `*/${total}` : `${p.offset}-${p.offset + n - 1}/${total}`;
     // A Range header's page that is not the whole result: 206 (PostgREST); an empty page
     // past the end stays 200 (the interface has no 416).

@@ -734,16 +734,8 @@ function readList(c: Cursor): string[] {
       items.push(sliceTrim(s, start, i));
       c.i = i;
     }
-    const ch = s.charCodeAt(c.i);
-    if (ch === C_COMMA) {
-      c.i++;
-      continue;
-    }
-    if (ch === C_RPAREN) {
-      c.i++;
-      return items;
-    }
-    throw invalid(); // end of input inside the list, or junk after a quoted element
+    // End of input inside the list, or junk after a quoted element, is invalid.
+    if (endOfList(c)) return items;
   }
 }
 
@@ -866,22 +858,12 @@ function parseGroup(
   values: Value[],
 ): LogicNode {
   if (depth > MAX_LOGIC_DEPTH) throw invalid();
-  const s = c.s;
   const children: (FilterNode | LogicNode)[] = [];
   for (;;) {
     skipWs(c);
     children.push(parseTerm(c, depth, head, values));
     skipWs(c);
-    const ch = s.charCodeAt(c.i);
-    if (ch === C_COMMA) {
-      c.i++;
-      continue;
-    }
-    if (ch === C_RPAREN) {
-      c.i++;
-      return { kind: 'logic', op, negated, children };
-    }
-    throw invalid();
+    if (endOfList(c)) return { kind: 'logic', op, negated, children };
   }
 }
 
@@ -929,6 +911,34 @@ function parseTerm(c: Cursor, depth: number, head: OpHead, values: Value[]): Fil
   return makeFilter(column, head, readGroupValue(c, head.kind), values, path);
 }
 
+/** After an item of a parenthesised list: `,` (passed, false: another item) or `)` (passed, true: the end); else invalid. */
+function endOfList(c: Cursor): boolean {
+  const ch = c.s.charCodeAt(c.i);
+  if (ch !== C_COMMA && ch !== C_RPAREN) throw invalid();
+  c.i++;
+  return ch === C_RPAREN;
+}
+
+/**
+ * Scans a literal from `i`, passing over quoted strings, to just after the character that
+ * `closes` says ends it; returns that index. The end of the input before it is invalid.
+ */
+function scanLiteral(c: Cursor, i: number, closes: (ch: number) => boolean): number {
+  const s = c.s;
+  for (;;) {
+    if (i >= s.length) throw invalid();
+    const ch = s.charCodeAt(i);
+    if (ch === C_DQUOTE) {
+      c.i = i;
+      readQuoted(c);
+      i = c.i;
+      continue;
+    }
+    i++;
+    if (closes(ch)) return i;
+  }
+}
+
 /** Reads a term's value up to (not including) the ',' or ')' that ends the term. */
 function readGroupValue(c: Cursor, kind: number): string {
   const s = c.s;
@@ -939,40 +949,13 @@ function readGroupValue(c: Cursor, kind: number): string {
   if (first === C_LBRACE) {
     // {…} (array or JSON literal) with nested braces and quoted elements, for any operator.
     let depth = 0;
-    let i = start;
-    for (;;) {
-      if (i >= s.length) throw invalid();
-      const ch = s.charCodeAt(i);
-      if (ch === C_DQUOTE) {
-        c.i = i;
-        readQuoted(c);
-        i = c.i;
-        continue;
-      }
-      i++;
-      if (ch === C_LBRACE) depth++;
-      else if (ch === C_RBRACE && --depth === 0) break;
-    }
-    c.i = i;
-    return s.slice(start, i);
+    c.i = scanLiteral(c, start, (ch) => (ch === C_LBRACE ? (depth++, false) : ch === C_RBRACE && --depth === 0));
+    return s.slice(start, c.i);
   }
   if ((kind === K_ARRAY || kind === K_RANGE) && (first === C_LBRACKET || first === C_LPAREN)) {
     // Range literal: up to the first ']' or ')' outside quotes.
-    let i = start + 1;
-    for (;;) {
-      if (i >= s.length) throw invalid();
-      const ch = s.charCodeAt(i);
-      if (ch === C_DQUOTE) {
-        c.i = i;
-        readQuoted(c);
-        i = c.i;
-        continue;
-      }
-      i++;
-      if (ch === C_RBRACKET || ch === C_RPAREN) break;
-    }
-    c.i = i;
-    return s.slice(start, i);
+    c.i = scanLiteral(c, start + 1, (ch) => ch === C_RBRACKET || ch === C_RPAREN);
+    return s.slice(start, c.i);
   }
   let i = start;
   while (i < s.length) {

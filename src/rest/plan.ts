@@ -6,7 +6,7 @@
  */
 import { ERRORS, type AppError } from '../core/errors.ts';
 import type { Catalog, Column, Func, Relation, Relationship } from './catalog.ts';
-import type { EmbedItem, ParsedQuery, SelectNode } from './grammar.ts';
+import type { EmbedItem, ParsedQuery, SelectItem, SelectNode } from './grammar.ts';
 import type { Prefer } from './prefer.ts';
 import { REST_ERRORS } from './errors.ts';
 
@@ -49,20 +49,31 @@ export interface Prepared {
 }
 
 /**
- * Two items of one select level with one output name would give a JSON object with that key
- * twice (parsers keep the last): refused, as PostgREST does. Aliases tell them apart.
+ * The items of one select level, each output name once. Two items with one output name would
+ * give a JSON object with that key twice (parsers keep the last): refused, as PostgREST does;
+ * aliases tell them apart. A plain column written again exactly as before (`id,id`) has the
+ * same value: it is selected once, as PostgREST answers it.
  */
-export function checkOutputNames(node: SelectNode): void {
-  if (node.items.length < 2) return;
-  const seen = new Set<string>();
+export function outputItems(node: SelectNode): readonly SelectItem[] {
+  if (node.items.length < 2) return node.items;
+  const seen = new Map<string, SelectItem>();
+  let repeated = false;
   for (const item of node.items) {
     // `*` and spreads are checked apart (checkSpreadNames); an empty embed adds no key.
     if (item.kind === 'star' || (item.kind === 'embed' && (item.spread || item.select.items.length === 0))) continue;
     const name =
       item.kind === 'column' ? (item.alias ?? (item.aggregate !== undefined ? item.aggregate : (item.key ?? item.name))) : (item.alias ?? item.relation);
-    if (seen.has(name)) throw REST_ERRORS.duplicateName(name);
-    seen.add(name);
+    const before = seen.get(name);
+    if (before === undefined) seen.set(name, item);
+    else if (item.kind === 'column' && item.aggregate === undefined && JSON.stringify(item) === JSON.stringify(before)) repeated = true;
+    else throw REST_ERRORS.duplicateName(name);
   }
+  if (!repeated) return node.items;
+  const kept: SelectItem[] = [];
+  for (const item of node.items) {
+    if (item.kind !== 'column' || !kept.some((k) => JSON.stringify(k) === JSON.stringify(item))) kept.push(item);
+  }
+  return kept;
 }
 
 /** The names spreads bring into a level must not meet each other or the level's own items. */

@@ -123,6 +123,3 @@ export async function purgeRuns(sql: Sql, days: number): Promise<string> {
   return r.n;
 }
 
-export async function schedulePurge(sql: Sql, delaySeconds: number): Promise<void> {
-  await sql`select plinth_private.schedule_purge(${delaySeconds})`;
-}

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
 import { ownUrl } from '../core/http.ts';
-import { schedulePurge } from './db.ts';
+import { schedulePeriodic } from '../core/periodic.ts';
 import { registerScheduleRoutes } from './routes.ts';
 import { PURGE_EVERY_SECONDS, purgeTask, runTask, tickTask } from './run.ts';
 
@@ -20,7 +20,7 @@ export const schedulesArea: Area = {
   async register(app, deps) {
     apps.set(deps, app);
     registerScheduleRoutes(app, deps);
-    await schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS).catch((err: unknown) =>
+    await schedulePeriodic(deps.db.sql, 'plinth__purge', PURGE_EVERY_SECONDS).catch((err: unknown) =>
       deps.log.warn({ err }, 'schedules: could not schedule the run-log purge; the next start will'),
     );
   },

@@ -20,6 +20,7 @@ import { randomUUID } from 'node:crypto';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
 import type { ReservedSql } from '../core/db.ts';
+import { schedulePeriodic } from '../core/periodic.ts';
 import * as q from './db.ts';
 
 /** Headers an edge function called by a schedule or a queue receives. */
@@ -264,6 +265,6 @@ export function purgeTask(deps: Deps): Task {
   return async () => {
     const n = await q.purgeRuns(deps.db.sql, deps.config.jobRunRetentionDays);
     deps.log.info({ purged: n }, 'schedules: old run log rows purged');
-    await q.schedulePurge(deps.db.sql, PURGE_EVERY_SECONDS);
+    await schedulePeriodic(deps.db.sql, 'plinth__purge', PURGE_EVERY_SECONDS);
   };
 }

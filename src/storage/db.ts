@@ -115,10 +115,6 @@ export async function deleteObject(
   return r as unknown as { status: 'ok' | 'not_found' | 'bucket_not_found' | 'forbidden'; id: string | null };
 }
 
-/** Enqueue the `storage__sweep` job (one for all instances) unless one is pending. */
-export async function scheduleSweep(sql: Sql, delaySeconds: number): Promise<void> {
-  await sql`select storage_private.schedule_sweep(${delaySeconds}::int)`;
-}
 
 /** An object of a public bucket, for anyone (no policies). */
 export async function getPublicObject(db: Db, bucket: string, name: string): Promise<ObjectMeta> {

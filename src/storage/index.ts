@@ -12,6 +12,7 @@ import type { Area, Deps } from '../core/area.ts';
 import type { Backend } from './backends/backend.ts';
 import { databaseBackend } from './backends/database.ts';
 import { diskBackend } from './backends/disk.ts';
+import { schedulePeriodic } from '../core/periodic.ts';
 import * as sdb from './db.ts';
 import { registerResumableRoutes, stagingFor, sweepResumable, type Staging } from './resumable.ts';
 import { registerStorageRoutes } from './routes.ts';
@@ -57,7 +58,7 @@ export const storageArea: Area = {
     registerResumableRoutes(app, deps, backend, staging);
     // At start (a crash's leftovers), in the background; then hourly by the job.
     started = sweep(deps, backend, staging, images).catch((err: unknown) => deps.log.warn({ err }, 'storage: the sweep at start failed; the job will retry'));
-    await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS).catch((err: unknown) =>
+    await schedulePeriodic(deps.db.sql, 'storage__sweep', SWEEP_EVERY_SECONDS).catch((err: unknown) =>
       deps.log.warn({ err }, 'storage: could not schedule the sweep job; the next start will'),
     );
   },
@@ -67,7 +68,7 @@ export const storageArea: Area = {
         const b = backends.get(deps);
         if (b) await sweep(deps, b.backend, b.staging, b.images);
         await sdb.purgeUploadTokens(deps.db.sql);
-        await sdb.scheduleSweep(deps.db.sql, SWEEP_EVERY_SECONDS);
+        await schedulePeriodic(deps.db.sql, 'storage__sweep', SWEEP_EVERY_SECONDS);
       },
     };
   },

@@ -127,9 +127,6 @@ export async function purgeLog(sql: Sql): Promise<{ deliveries: number }> {
   return r.counts;
 }
 
-export async function schedulePurge(sql: Sql, delaySeconds: number): Promise<void> {
-  await sql`select webhooks.schedule_purge(${delaySeconds}::int)`;
-}
 
 /** Give an attempt back unrecorded (this instance is stopping): to the outbox again, due after `delayMs`. */
 export async function requeueAttempt(sql: Sql, a: AttemptRef & { e: string; t: string; c: string; b: string; r: string | null }, delayMs: number): Promise<void> {

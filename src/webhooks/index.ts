@@ -11,7 +11,7 @@
 import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
 import { periodic } from '../core/periodic.ts';
-import { purgeLog, schedulePurge } from './db.ts';
+import { purgeLog } from './db.ts';
 import { deliverTask } from './deliver.ts';
 import { OutboxDrain } from './outbox.ts';
 import { registerWebhookRoutes } from './routes.ts';
@@ -20,7 +20,6 @@ const purge = periodic({
   name: 'webhooks__purge',
   everySeconds: 3600,
   run: purgeLog,
-  schedule: schedulePurge,
   done: 'webhooks: old delivery log rows purged',
 });
 

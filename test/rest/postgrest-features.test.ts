@@ -80,13 +80,16 @@ t.test('computed fields: a function of the row type is a column to read, filter 
   t.same(back.body, [{ full_title: 'Invisible Cities (166)' }], 'in the answer of a write');
 });
 
-t.test('two embeds with one output name are refused; aliases tell them apart', async (t) => {
+t.test('two embeds with one output name are refused; aliases tell them apart; a column written twice alike is one', async (t) => {
   await app.db.sql`insert into public.reviews (id, author_id, reviewer_id, stars) values (1, 1, 2, 5)`;
   const r = await call('GET', '/rest/v1/reviews?select=authors!author_id(name),authors!reviewer_id(name)');
   t.equal(r.status, 400);
   t.same(r.body, { error: 'duplicate output name in select: authors; give one an alias' });
-  const cols = await call('GET', '/rest/v1/reviews?select=stars,stars');
+  const cols = await call('GET', '/rest/v1/reviews?select=stars,stars::text');
   t.same(cols.body, { error: 'duplicate output name in select: stars; give one an alias' }, 'two columns alike');
+  const again = await call('GET', '/rest/v1/reviews?select=stars,id,stars');
+  t.equal(again.status, 200, 'one column written twice alike');
+  t.equal(again.text, '[{"stars":5,"id":1}]', 'is selected once');
   const ok = await call('GET', '/rest/v1/reviews?select=author:authors!author_id(name),reviewer:authors!reviewer_id(name)');
   t.equal(ok.status, 200);
   t.same(ok.body, [{ author: { name: 'Ursula Le Guin' }, reviewer: { name: 'Italo Calvino' } }]);
@@ -218,4 +221,19 @@ t.test('aggregates: count() and col.sum() … grouped by the other columns', asy
   t.same(twice.body, { error: 'duplicate output name in select: max; give one an alias' });
   const embedded = await call('GET', '/rest/v1/books?select=id,chapters(count())&id=in.(1,2)&order=id');
   t.same(embedded.body, [{ id: 1, chapters: [{ count: 2 }] }, { id: 2, chapters: [{ count: 0 }] }], 'inside an embed');
+  const spread = await call('GET', '/rest/v1/books?select=count(),...authors(name)&author_id=not.is.null');
+  t.equal(spread.status, 200, spread.text);
+  const byName = await app.db.sql<{ name: string; count: number }[]>`
+    select a.name, count(*)::int as count from public.books b join public.authors a on a.id = b.author_id group by a.name order by a.name`;
+  t.ok(byName.length >= 2, 'two authors with books');
+  t.same(
+    (spread.body as { name: string; count: number }[]).sort((a, b) => a.name.localeCompare(b.name)),
+    byName.map((r) => ({ count: r.count, name: r.name })),
+    'a to-one spread beside an aggregate: grouped by its columns',
+  );
+  const inEmbed = await call('GET', '/rest/v1/authors?select=id,books(count(),...authors(name))&id=eq.2');
+  t.same(inEmbed.body, [{ id: 2, books: [{ count: byName.find((r) => r.name === 'Italo Calvino')!.count, name: 'Italo Calvino' }] }], 'inside an embed too');
+  const many = await call('GET', '/rest/v1/authors?select=count(),...books(title)');
+  t.equal(many.status, 400, 'a to-many spread beside an aggregate is not grouped');
+  t.same(many.body, { error: 'invalid request' });
 });

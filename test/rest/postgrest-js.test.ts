@@ -135,7 +135,7 @@ t.test('what postgrest-js users write every day (issue 17)', async (t) => {
 
   const csv = await client.from('authors').select('id, name').order('id').csv();
   t.equal(csv.error, null);
-  t.equal(csv.data, 'id,name\n1,Ursula Le Guin\n2,Italo Calvino\n3,Anonymous Writer', '.csv()');
+  t.equal(csv.data, 'id,name\n1,"Ursula Le Guin"\n2,"Italo Calvino"\n3,"Anonymous Writer"', '.csv()');
 
   const hint = await client.from('authors').select('id, reviews!reviews_author_id_fkey(stars)').eq('id', 1).single();
   t.same(hint.data, { id: 1, reviews: [{ stars: 5 }] }, 'a foreign-key hint');

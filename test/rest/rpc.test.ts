@@ -49,6 +49,20 @@ t.test('set-returning functions answer an array, even for one row', async (t) =>
   t.same(none.body, [], 'no rows: []');
 });
 
+t.test('Prefer: count= on a function without result columns counts what it returned', async (t) => {
+  const counted = { apikey: app.anonKey, headers: { prefer: 'count=exact' } };
+  const scalar = await app.call('POST', '/rest/v1/rpc/add', { ...counted, body: { a: 1, b: 2 } });
+  t.equal(scalar.status, 200);
+  t.equal(scalar.body, 3);
+  t.equal(scalar.headers.get('content-range'), '0-0/1', 'a scalar is one row');
+  const viaGet = await app.call('GET', '/rest/v1/rpc/add?a=1&b=2', counted);
+  t.equal(viaGet.headers.get('content-range'), '0-0/1', 'GET alike');
+  const set = await app.call('POST', '/rest/v1/rpc/author_names', counted);
+  t.equal(set.headers.get('content-range'), '0-2/3', 'a set its rows');
+  const plain = await post('add', { a: 1, b: 2 });
+  t.equal(plain.headers.get('content-range'), null, 'no count asked, no Content-Range');
+});
+
 t.test('composite results are objects; void is null', async (t) => {
   const one = await post('first_author');
   t.equal(one.body.name, 'Ursula Le Guin');

@@ -258,16 +258,19 @@ t.test('Accept: text/csv', async (t) => {
   t.equal(r.status, 200);
   t.match(r.headers.get('content-type'), /^text\/csv/);
   t.equal(r.text, 'id,parent_id,name\n1,,root\n2,1,left\n3,1,right\n4,2,leaf\n9,,"say ""hi"", then\r\nleave"');
+  await app.db.sql`insert into public.collections (id, parent_id, name) values (10, null, ''), (11, null, '(x)'), (12, null, ${'a\tb'})`;
+  const quoted = await get('/rest/v1/collections?select=name&id=gte.10&order=id', { accept: 'text/csv' });
+  t.equal(quoted.text, 'name\n""\n"(x)"\n"a\tb"', 'an empty field, parentheses and white space are quoted, as PostgREST quotes them');
   const star = await get('/rest/v1/authors?id=eq.1&select=*,books(id)', { accept: 'text/csv' });
   const [header, row] = star.text.split('\n');
   t.equal(header, 'id,name,born,tags,meta,active,rating,during,mood,nick,search,books', 'the header names every column');
-  // Arrays, JSON and embeds are their JSON text; a field with a quote, comma or line break is quoted.
-  t.match(row, /^1,Ursula Le Guin,1929-10-21,"\[""scifi"",""fantasy""\]","\{""awards"": \[""hugo"", ""nebula""\], ""prolific"": true\}",true,9.5,"\[1966,2018\)",happy,ursula,/);
+  // Arrays, JSON and embeds are their JSON text; a field with a quote, comma, white space or line break is quoted.
+  t.match(row, /^1,"Ursula Le Guin",1929-10-21,"\[""scifi"",""fantasy""\]","\{""awards"": \[""hugo"", ""nebula""\], ""prolific"": true\}",true,9.5,"\[1966,2018\)",happy,ursula,/);
   const empty = await get('/rest/v1/authors?select=id,x:name&id=eq.99', { accept: 'text/csv', prefer: 'count=exact' });
   t.equal(empty.text, 'id,x', 'no rows: the header alone');
   t.equal(empty.headers.get('content-range'), '*/0');
   const spread = await get('/rest/v1/books?select=id,...authors(name)&id=eq.3', { accept: 'text/csv' });
-  t.equal(spread.text, 'id,name\n3,Italo Calvino');
+  t.equal(spread.text, 'id,name\n3,"Italo Calvino"');
   const ranged = await get('/rest/v1/authors?select=id&order=id', { accept: 'text/csv', range: '0-0', prefer: 'count=exact' });
   t.equal(ranged.status, 206);
   t.equal(ranged.text, 'id\n1');

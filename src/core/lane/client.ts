@@ -56,6 +56,26 @@ export function tlsModeOf(url: string): TlsMode {
   return mode === 'require' ? 'require' : 'verify-full';
 }
 
+/** node-postgres's connection settings from a database URL (a `host` parameter names a socket folder), TLS as `mode` says. */
+export function clientConfig(url: string, mode: TlsMode): pg.ClientConfig {
+  const u = new URL(url);
+  return {
+    host: u.searchParams.get('host') ?? (decodeURIComponent(u.hostname).replace(/^\[|\]$/g, '') || 'localhost'),
+    port: Number(u.port || 5432),
+    user: decodeURIComponent(u.username),
+    password: decodeURIComponent(u.password),
+    database: decodeURIComponent(u.pathname.slice(1)),
+    ssl:
+      mode === 'disable'
+        ? false
+        : mode === 'verify-full'
+          ? { rejectUnauthorized: true }
+          : mode === 'verify-ca'
+            ? { rejectUnauthorized: true, checkServerIdentity: () => undefined }
+            : { rejectUnauthorized: false },
+  };
+}
+
 /** An error of a lane, shaped as the `postgres` driver's (`code`, `constraint_name` …) so one mapper reads both. */
 export class LaneError extends Error {
   code: string;
@@ -171,24 +191,11 @@ export class LaneConnection {
   }
 
   private static attempt(o: LaneConnectOptions, tls: boolean): Promise<LaneConnection> {
-    const u = new URL(o.url);
-    const socketDir = u.searchParams.get('host');
     const client = new pg.Client({
-      host: socketDir ?? (decodeURIComponent(u.hostname).replace(/^\[|\]$/g, '') || 'localhost'),
-      port: Number(u.port || 5432),
-      user: decodeURIComponent(u.username),
-      password: decodeURIComponent(u.password),
-      database: decodeURIComponent(u.pathname.slice(1)),
+      ...clientConfig(o.url, tls ? o.tls : 'disable'),
       application_name: o.applicationName,
       // The session role as a startup option (a pooler refuses `options`: there the login role's own setting holds).
       ...(o.pooler ? {} : { options: `-c role=${o.role}` }),
-      ssl: !tls
-        ? false
-        : o.tls === 'verify-full'
-          ? { rejectUnauthorized: true }
-          : o.tls === 'verify-ca'
-            ? { rejectUnauthorized: true, checkServerIdentity: () => undefined }
-            : { rejectUnauthorized: false },
       pipeline: true,
     });
     let secured = false;

@@ -11,7 +11,7 @@ import { ident, literal, type Catalog, type Column, type Func, type Relation } f
 import { ERRORS } from '../../core/errors.ts';
 import type { Prefer } from '../prefer.ts';
 import { REST_ERRORS } from '../errors.ts';
-import { checkOutputNames, checkSpreadNames, column, resolveEmbed, type Method, type Plan } from '../plan.ts';
+import { checkSpreadNames, outputItems, column, resolveEmbed, type Method, type Plan } from '../plan.ts';
 import { CSV_BODY, SQL_BINARY_OPS, SQL_FTS_FUNCS, castParam, csvField, jsonPath, outer } from './fragments.ts';
 
 /** Above this planner estimate, `count=estimated` keeps the estimate instead of counting. */
@@ -81,21 +81,26 @@ function newFrame(): Frame {
  * receives the output column names (the CSV header).
  */
 function selectList(st: State, rel: Relation, node: SelectNode, alias: string, frame: Frame, names?: string[]): string {
-  checkOutputNames(node);
+  const items = outputItems(node);
   // A level with an aggregate groups by its plain columns (by position); `*` and embeds that
   // add a key cannot be grouped and are refused there.
-  const grouping = node.items.some((i) => i.kind === 'column' && i.aggregate !== undefined);
+  const grouping = items.some((i) => i.kind === 'column' && i.aggregate !== undefined);
   if (grouping) {
     if (!st.cat.features.aggregates) throw REST_ERRORS.aggregatesOff();
     frame.grouped = true;
   }
   let out = '';
   let pos = 0;
-  for (const item of node.items) {
-    if (grouping && (item.kind === 'star' || (item.kind === 'embed' && item.select.items.length > 0))) throw ERRORS.invalidRequest();
+  for (const item of items) {
+    // A to-one spread's columns are plain columns of this level: grouped by like them.
+    const groupedSpread = grouping && item.kind === 'embed' && item.spread === true && resolveEmbed(st.cat, rel, item).toOne;
+    if (grouping && !groupedSpread && (item.kind === 'star' || (item.kind === 'embed' && item.select.items.length > 0))) throw ERRORS.invalidRequest();
+    const spreadBefore = frame.spreadNames.length;
     const one = selectItem(st, rel, item, alias, frame, names);
     if (one === '') continue;
-    pos++;
+    if (groupedSpread) {
+      for (let i = spreadBefore; i < frame.spreadNames.length; i++) frame.groupBy.push(String(++pos));
+    } else pos++;
     if (grouping && item.kind === 'column' && item.aggregate === undefined) frame.groupBy.push(String(pos));
     if (out !== '') out += ', ';
     out += one;

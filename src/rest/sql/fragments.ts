@@ -61,16 +61,19 @@ export function outer(singular: boolean): string {
     : `select coalesce(json_agg(_r), '[]')::text as body, count(*)::int4 as n`;
 }
 
-/** One CSV field (RFC 4180): quoted when it holds a quote, comma or line break. */
+/**
+ * One CSV field (RFC 4180, quotes doubled), quoted where PostgREST's is (PostgreSQL's record
+ * output): when it is empty or holds a quote, comma, white space or parenthesis.
+ */
 export function csvField(v: string): string {
-  return /[",\r\n]/.test(v) ? '"' + v.replaceAll('"', '""') + '"' : v;
+  return v === '' || /[",\s()]/.test(v) ? '"' + v.replaceAll('"', '""') + '"' : v;
 }
 
 /**
  * The CSV records of `_r`, one a line (LF, as PostgREST): each row's values in column order,
- * RFC 4180 quoting (a field with a quote, comma, CR or LF is quoted, quotes doubled).
+ * NULL an empty field, quoted as csvField quotes (quotes doubled).
  */
 export const CSV_BODY =
-  `coalesce(string_agg((select string_agg(case when _c.v is null then '' when _c.v ~ '[",\\n\\r]' ` +
+  `coalesce(string_agg((select string_agg(case when _c.v is null then '' when _c.v = '' or _c.v ~ '[",\\s()]' ` +
   `then '"' || replace(_c.v, '"', '""') || '"' else _c.v end, ',' order by _c.o) ` +
   `from json_each_text(to_json(_r)) with ordinality _c(k, v, o)), E'\\n'), '')`;
