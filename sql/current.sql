@@ -1,5 +1,1 @@
 -- Enter migration here
---!include core/periodic.sql
---!include core/instances.sql
---!include webhooks/repeats.sql
---!include webhooks/deliveries.sql
