@@ -97,21 +97,30 @@ export async function execute(db: Db, ctx: RequestContext, p: Prepared, opts: Co
   }
 }
 
+/** A plan asked for: its format and the EXPLAIN options named (analyze, verbose, settings, buffers, wal). */
+export interface PlanRequest {
+  format: 'json' | 'text';
+  options: string[];
+}
+
 /**
  * The execution plan of a prepared operation (`Accept: application/vnd.pgrst.plan…`, under
  * REST_PLAN_ENABLED): EXPLAIN of the very statement with the request's values, as the caller.
- * Nothing runs (no ANALYZE), so a write plans without writing. JSON: the plan document; text:
- * its lines.
+ * Without `analyze` nothing runs, so a write plans without writing; with it the statement
+ * runs, as PostgREST runs it (a write is kept).
+ * `wal` needs `analyze` and is dropped without it. JSON: the plan document; text: its lines.
  */
-export async function explain(db: Db, ctx: RequestContext, p: Prepared, format: 'json' | 'text'): Promise<string> {
-  const text = (format === 'json' ? 'explain (format json) ' : 'explain ') + p.plan.text;
+export async function explain(db: Db, ctx: RequestContext, p: Prepared, plan: PlanRequest): Promise<string> {
+  const analyze = plan.options.includes('analyze');
+  const options = [...plan.options.filter((o) => o !== 'wal' || analyze), ...(plan.format === 'json' ? ['format json'] : [])];
+  const text = (options.length ? `explain (${options.join(', ')}) ` : 'explain ') + p.plan.text;
   let rows: readonly postgres.Row[];
   try {
     rows = await db.withContext(ctx, (c) => c.unsafe(text, p.params, PREPARED));
   } catch (err) {
     throw pgErrorToAppError(err);
   }
-  if (format === 'text') return rows.map((r) => String(r['QUERY PLAN'])).join('\n');
+  if (plan.format === 'text') return rows.map((r) => String(r['QUERY PLAN'])).join('\n');
   const doc: unknown = rows[0]['QUERY PLAN'];
   return typeof doc === 'string' ? doc : JSON.stringify(doc);
 }

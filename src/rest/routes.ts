@@ -11,7 +11,7 @@ import { REST_ERRORS } from './errors.ts';
 import { prepareRpc, prepareTable } from './compile.ts';
 import type { Method, Prepared } from './plan.ts';
 import type { RestTxEnd } from '../core/config.ts';
-import { execute, explain, type Outcome } from './execute.ts';
+import { execute, explain, type Outcome, type PlanRequest } from './execute.ts';
 import { buildOpenApi, reachableQuery, type Reachable } from './openapi.ts';
 import { runBatch, validateBatch } from './batch.ts';
 import { markWrite, replicaMayRead } from './consistency.ts';
@@ -62,18 +62,27 @@ const PLAN_TYPES = new Map<string, 'json' | 'text'>([
   ['application/vnd.pgrst.plan', 'text'],
 ]);
 
-/** The plan format the first plan type in Accept asks for; null when none does. */
-function wantsPlan(accept: string | undefined): 'json' | 'text' | null {
+/** The EXPLAIN options a plan type may name (`options=analyze|verbose|…`, as PostgREST). */
+const PLAN_OPTIONS = new Set(['analyze', 'verbose', 'settings', 'buffers', 'wal']);
+
+/**
+ * The plan the first plan type in Accept asks for — its format and the EXPLAIN options of its
+ * `options=` parameter (unknown names are ignored) — or null when none does.
+ */
+function wantsPlan(accept: string | undefined): PlanRequest | null {
   if (accept === undefined || !accept.includes('application/vnd.pgrst.plan')) return null;
   for (const part of accept.split(',')) {
-    const f = PLAN_TYPES.get(mediaType(part));
-    if (f !== undefined) return f;
+    const format = PLAN_TYPES.get(mediaType(part));
+    if (format === undefined) continue;
+    const param = /;\s*options\s*=\s*"?([a-z|]+)"?/i.exec(part)?.[1] ?? '';
+    const options = [...new Set(param.toLowerCase().split('|'))].filter((o) => PLAN_OPTIONS.has(o));
+    return { format, options };
   }
   return null;
 }
 
 /** Answers a plan: `application/vnd.pgrst.plan+<format>; for="application/json"` as PostgREST. */
-function sendPlan(reply: FastifyReply, format: 'json' | 'text', body: string): FastifyReply {
+function sendPlan(reply: FastifyReply, { format }: PlanRequest, body: string): FastifyReply {
   return reply.code(200).type(`application/vnd.pgrst.plan+${format}; for="application/json"; charset=utf-8`).send(body);
 }
 

@@ -203,6 +203,22 @@ t.test('Accept: the plan media type answers the execution plan, and runs nothing
   t.ok(Array.isArray(rpc.body));
 });
 
+t.test('the plan media type\'s options: verbose, analyze, buffers, wal (only with analyze), unknown names ignored', async (t) => {
+  const plain = await call('GET', '/rest/v1/books?id=eq.1&select=title', { headers: { accept: 'application/vnd.pgrst.plan+json' } });
+  t.notOk('Output' in plain.body[0].Plan, 'without verbose: no output columns');
+  t.notOk('Actual Rows' in plain.body[0].Plan, 'without analyze: nothing ran');
+  const verbose = await call('GET', '/rest/v1/books?id=eq.1&select=title', { headers: { accept: 'application/vnd.pgrst.plan+json; options=verbose|settings|nonsense; for="application/json"' } });
+  t.equal(verbose.status, 200);
+  t.ok(Array.isArray(verbose.body[0].Plan.Output), 'verbose: the output columns');
+  const analyzed = await call('GET', '/rest/v1/books?id=eq.1&select=title', { headers: { accept: 'application/vnd.pgrst.plan+json; options=analyze|buffers|wal' } });
+  t.equal(analyzed.status, 200);
+  t.equal(analyzed.body[0].Plan['Actual Rows'], 1, 'analyze: the statement ran, one row');
+  t.ok('Shared Hit Blocks' in analyzed.body[0].Plan, 'buffers');
+  const walAlone = await call('GET', '/rest/v1/books?id=eq.1', { headers: { accept: 'application/vnd.pgrst.plan+text; options=wal' } });
+  t.equal(walAlone.status, 200, 'wal without analyze is dropped, not an error');
+  t.notMatch(walAlone.text, /actual time/);
+});
+
 t.test('aggregates: count() and col.sum() … grouped by the other columns', async (t) => {
   const grouped = await call('GET', '/rest/v1/chapters?select=book_id,count(),position.max()&order=book_id');
   t.equal(grouped.status, 200);
