@@ -35,8 +35,10 @@ try {
   const where = config.backupDir !== null ? `BACKUP_DIR=${config.backupDir}` : `BACKUP_S3_PREFIX=${config.backupS3Prefix}`;
   process.stdout.write(`restored to ${args.to} from the base backup ${from.name} into ${into}\nstart on it with: DATA_DIR=${into} ${where} npm start\n`);
 } catch (err) {
-  // A problem the operator must fix is one line; anything else keeps its stack.
+  // A problem the operator must fix is one line (S3's answer or an unreachable S3 too); anything else keeps its stack.
   const known = err instanceof ConfigError || (err instanceof Error && (err.name === 'RestoreError' || err.name === 'EmbeddedError'));
-  process.stderr.write(`restore failed: ${err instanceof Error ? (known ? err.message : (err.stack ?? err.message)) : String(err)}\n`);
+  const s3 = err instanceof Error && ('$metadata' in err || /^(ECONNREFUSED|ENOTFOUND|ETIMEDOUT|ECONNRESET|EAI_AGAIN)$/.test((err as NodeJS.ErrnoException).code ?? ''));
+  const text = err instanceof Error ? (known ? err.message : s3 ? `S3: ${err.name === 'Error' ? '' : `${err.name}: `}${err.message}` : (err.stack ?? err.message)) : String(err);
+  process.stderr.write(`restore failed: ${text}\n`);
   process.exit(1);
 }

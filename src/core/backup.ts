@@ -270,7 +270,8 @@ export function walUploader(store: BackupStore, spool: string, log: Logger, ever
     }
   };
   const flush = () => {
-    chain = chain.then(once).then(
+    // After a failed run the chain is rejected: the next run starts anyway.
+    chain = chain.catch(() => {}).then(once).then(
       () => {
         if (failing) log.info('WAL uploads to S3 work again');
         failing = false;
@@ -283,7 +284,15 @@ export function walUploader(store: BackupStore, spool: string, log: Logger, ever
     );
     return chain;
   };
-  const timer = setInterval(() => void flush().catch(() => {}), everyMs);
+  // A tick while a run is still going (a slow upload) adds none: the runs never queue up.
+  let runs = 0;
+  const timer = setInterval(() => {
+    if (runs > 0) return;
+    runs++;
+    void flush()
+      .catch(() => {})
+      .finally(() => runs--);
+  }, everyMs);
   timer.unref();
   return {
     flush,

@@ -11,7 +11,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import postgres from 'postgres';
-import { folderStore, listBackups, openBackupStore, prune, type BackupStore } from '../../src/core/backup.ts';
+import { folderStore, listBackups, openBackupStore, prune, walUploader, type BackupStore } from '../../src/core/backup.ts';
+import { createLogger } from '../../src/core/log.ts';
+import S3rver from 's3rver';
+import { Writable } from 'node:stream';
 import { s3Store } from '../../src/core/backup-s3.ts';
 import { startS3 } from '../storage/helpers.ts';
 import { parseConfig } from '../../src/core/config.ts';
@@ -205,6 +208,43 @@ t.test('retention keeps what a restore inside the window needs, in S3', async (t
   t.equal(await other.read('base/a/backup.json'), 'x', 'nothing outside the prefix is touched');
 });
 
+t.test('the WAL uploader keeps the spool while S3 is unreachable, and empties it once S3 answers', async (t) => {
+  const spool = mkdtempSync(join(tmpdir(), 'plinth-spool-'));
+  const s3dir = mkdtempSync(join(tmpdir(), 'plinth-s3rver-'));
+  t.teardown(() => {
+    rmSync(spool, { recursive: true, force: true });
+    rmSync(s3dir, { recursive: true, force: true });
+  });
+  const port = await freePort();
+  const store = s3Store({ endpoint: `http://127.0.0.1:${port}`, bucket: 'plinth-test', region: 'us-east-1', accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER', forcePathStyle: true }, 'w/');
+  t.teardown(() => store.close());
+  const lines: Array<{ msg: string }> = [];
+  const log = createLogger('info', {
+    destination: new Writable({
+      write(chunk, _enc, done) {
+        for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l) as { msg: string });
+        done();
+      },
+    }),
+  });
+  writeFileSync(join(spool, '000000010000000000000001'), 'one');
+  writeFileSync(join(spool, '000000010000000000000002.part'), 'being written');
+  const uploader = walUploader(store, spool, log, 50);
+  t.teardown(() => uploader.stop());
+  await waitFor(() => lines.some((l) => /WAL upload to S3 failed/.test(l.msg)), 30_000, () => JSON.stringify(lines));
+  t.ok(existsSync(join(spool, '000000010000000000000001')), 'the segment waits in the spool');
+
+  const server = new S3rver({ address: '127.0.0.1', port, silent: true, directory: s3dir, configureBuckets: [{ name: 'plinth-test' }] });
+  await server.run();
+  t.teardown(() => server.close());
+  await waitFor(() => !existsSync(join(spool, '000000010000000000000001')), 30_000, () => JSON.stringify(lines));
+  t.equal(await store.read('wal/000000010000000000000001'), 'one', 'it is in S3 once gone from the spool');
+  t.ok(existsSync(join(spool, '000000010000000000000002.part')), 'a copy in progress is left alone');
+  t.same((await store.segments()).map((s) => s.name), ['000000010000000000000001']);
+  await waitFor(() => lines.some((l) => /WAL uploads to S3 work again/.test(l.msg)), 30_000, () => JSON.stringify(lines));
+  t.equal(lines.filter((l) => /WAL upload to S3 failed/.test(l.msg)).length, 1, 'one error line for the outage, not one per try');
+});
+
 t.test('backup settings', async (t) => {
   t.throws(() => parseConfig({ BACKUP_DIR: '/b', DATABASE_URL: 'postgres://x@h/db' }), /BACKUP_DIR backs up the embedded PostgreSQL only .*pgBackRest/);
   t.throws(() => parseConfig({ BACKUP_DIR: "/b'; rm -rf /" }), /BACKUP_DIR must not contain quotes/);
@@ -237,6 +277,11 @@ t.test('npm run restore refuses, in one line, what it cannot do', async (t) => {
     [{ BACKUP_DIR: dir }, ['--to', 'yesterday', '--into', join(dir, 'new')], /^restore failed: --to: not a timestamp: yesterday/],
     [{ BACKUP_DIR: dir }, ['--to', '2026-01-01T00:00:00Z', '--into', dir], /^restore failed: --into: .* is not empty; name a new folder/],
     [{ BACKUP_DIR: dir }, ['--into', join(dir, 'new')], /^usage: npm run restore -- --to <timestamp> --into <new folder>/],
+    [
+      { BACKUP_S3_PREFIX: 'b/', S3_BUCKET: 'x', S3_ENDPOINT: `http://127.0.0.1:${await freePort()}`, S3_ACCESS_KEY_ID: 'k', S3_SECRET_ACCESS_KEY: 's', S3_FORCE_PATH_STYLE: 'true' },
+      ['--to', '2026-01-01T00:00:00Z', '--into', join(dir, 'new')],
+      /^restore failed: S3: connect ECONNREFUSED 127\.0\.0\.1:\d+$/m,
+    ],
   ];
   for (const [env, args, expected] of cases) {
     const r = run('npm', ['run', '--silent', 'restore', '--', ...args], env);
