@@ -1,15 +1,15 @@
 /**
  * `npm run restore -- --to <timestamp> --into <folder>`: the embedded PostgreSQL as it was
- * at <timestamp>, from BACKUP_DIR's base backups and WAL archive, into a new data folder
+ * at <timestamp>, from the base backups and WAL archive of BACKUP_DIR or BACKUP_S3_PREFIX, into a new data folder
  * that `DATA_DIR=<folder> npm start` then uses (docs/operations.md#backups).
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { ConfigError, parseConfig } from '../src/core/config.ts';
 import { createLogger } from '../src/core/log.ts';
-import { restore } from '../src/core/backup.ts';
+import { openBackupStore, restore } from '../src/core/backup.ts';
 
-const usage = 'usage: npm run restore -- --to <timestamp> --into <new folder>   (BACKUP_DIR names the backups)';
+const usage = 'usage: npm run restore -- --to <timestamp> --into <new folder>   (BACKUP_DIR or BACKUP_S3_PREFIX names the backups)';
 let args;
 try {
   args = parseArgs({ options: { to: { type: 'string' }, into: { type: 'string' } } }).values;
@@ -23,13 +23,22 @@ if (!args.to || !args.into) {
 }
 try {
   const config = parseConfig(process.env);
-  if (config.backupDir === null) throw new ConfigError('BACKUP_DIR', 'is not set: name the folder the backups are in');
+  const store = await openBackupStore(config);
+  if (store === null) throw new ConfigError('BACKUP_DIR', 'is not set (nor BACKUP_S3_PREFIX): name where the backups are');
   const into = resolve(args.into);
-  const from = await restore(config.backupDir, args.to, into, createLogger(config.logLevel, { format: config.logFormat }));
-  process.stdout.write(`restored to ${args.to} from the base backup ${from.name} into ${into}\nstart on it with: DATA_DIR=${into} BACKUP_DIR=${config.backupDir} npm start\n`);
+  let from;
+  try {
+    from = await restore(store, args.to, into, createLogger(config.logLevel, { format: config.logFormat }));
+  } finally {
+    await store.close();
+  }
+  const where = config.backupDir !== null ? `BACKUP_DIR=${config.backupDir}` : `BACKUP_S3_PREFIX=${config.backupS3Prefix}`;
+  process.stdout.write(`restored to ${args.to} from the base backup ${from.name} into ${into}\nstart on it with: DATA_DIR=${into} ${where} npm start\n`);
 } catch (err) {
-  // A problem the operator must fix is one line; anything else keeps its stack.
+  // A problem the operator must fix is one line (S3's answer or an unreachable S3 too); anything else keeps its stack.
   const known = err instanceof ConfigError || (err instanceof Error && (err.name === 'RestoreError' || err.name === 'EmbeddedError'));
-  process.stderr.write(`restore failed: ${err instanceof Error ? (known ? err.message : (err.stack ?? err.message)) : String(err)}\n`);
+  const s3 = err instanceof Error && ('$metadata' in err || /^(ECONNREFUSED|ENOTFOUND|ETIMEDOUT|ECONNRESET|EAI_AGAIN)$/.test((err as NodeJS.ErrnoException).code ?? ''));
+  const text = err instanceof Error ? (known ? err.message : s3 ? `S3: ${err.name === 'Error' ? '' : `${err.name}: `}${err.message}` : (err.stack ?? err.message)) : String(err);
+  process.stderr.write(`restore failed: ${text}\n`);
   process.exit(1);
 }

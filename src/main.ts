@@ -9,6 +9,7 @@
  * not finished 5 s later, exit 1.
  */
 import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import { portIsFree } from './core/ports.ts';
 import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
 import { originsFor } from './core/origins.ts';
@@ -68,6 +69,7 @@ async function shutdown(signal: string): Promise<void> {
   try {
     await Promise.all([service?.close(), backups?.stop()]);
     await embedded?.stop();
+    await backups?.close();
   } catch (err) {
     log.error({ err }, 'shutdown failed');
     process.exit(1);
@@ -134,7 +136,10 @@ try {
     if (running) throw new StartError(`plinth already runs here on :${running.port} (pid ${running.pid})`);
     if (movedDataDir) process.stdout.write(`data folder: ${movedDataDir} (the postgres system user cannot enter ${process.cwd()}; set DATA_DIR to choose)\n`);
     await portOrStop(config);
-    embedded = await startEmbedded(config.dataDir, log, { backupDir: config.backupDir });
+    // BACKUP_DIR/wal, or with S3 the spool the service uploads from.
+    const walArchiveDir =
+      config.backupDir !== null ? join(config.backupDir, 'wal') : config.backupS3Prefix !== null ? (await import('./core/backup.ts')).walSpool(config.dataDir) : null;
+    embedded = await startEmbedded(config.dataDir, log, { walArchiveDir });
     claimDataDir(config.dataDir, config.port);
     databaseUrl = embedded.url;
   } else {
@@ -146,11 +151,12 @@ try {
   }
   await checkDatabase(config.databaseDirectUrl ?? databaseUrl, config.anonymousRole);
   service = await startService(config, log, { databaseUrl });
-  if (embedded && config.backupDir) {
-    const { scheduleBackups } = await import('./core/backup.ts');
+  if (embedded && (config.backupDir !== null || config.backupS3Prefix !== null)) {
+    const { openBackupStore, scheduleBackups, walSpool } = await import('./core/backup.ts');
     const { metrics } = service.deps;
     backups = scheduleBackups({
-      backupDir: config.backupDir,
+      store: (await openBackupStore(config))!,
+      spool: config.backupDir === null ? walSpool(config.dataDir) : null,
       dataDir: config.dataDir,
       adminUrl: embedded.adminUrl,
       intervalMs: config.backupIntervalMs,
@@ -168,5 +174,6 @@ try {
   await service?.close().catch(() => {});
   await backups?.stop().catch(() => {});
   await embedded?.stop().catch(() => {});
+  await backups?.close().catch(() => {});
   process.exit(1);
 }

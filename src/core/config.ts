@@ -78,7 +78,7 @@ export interface Config {
   storageDir: string;
   /** IMAGE_TRANSFORMATION_ENABLED: the /storage/v1/render/image routes (resized variants cached under DATA_DIR/image-cache). */
   imageTransformation: boolean;
-  /** The s3 back end (STORAGE_BACKEND=s3): any S3-compatible store. */
+  /** Any S3-compatible store, for the s3 storage back end (STORAGE_BACKEND=s3) and backups to S3 (BACKUP_S3_PREFIX). */
   s3: S3Config | null;
   enableSqlEndpoint: boolean;
   enableDemoEndpoint: boolean;
@@ -167,6 +167,8 @@ export interface Config {
   metricsPort: number | null;
   /** BACKUP_DIR: WAL archive and base backups of the embedded PostgreSQL (null: none). */
   backupDir: string | null;
+  /** BACKUP_S3_PREFIX: the same, as objects under this prefix in S3_BUCKET (null: none). */
+  backupS3Prefix: string | null;
   /** BACKUP_SCHEDULE: milliseconds between base backups (`daily`, `hourly`, `<n>h`, `<n>m`). */
   backupIntervalMs: number;
   /** BACKUP_RETENTION_DAYS: how far back a restore can go; older base backups and WAL go. */
@@ -202,15 +204,16 @@ export interface S3Config {
   forcePathStyle: boolean;
 }
 
-function s3Config(env: Env, backend: string): S3Config | null {
+/** The S3 settings, read when `requiredBy` (the setting that needs them) is not null. */
+function s3Config(env: Env, requiredBy: string | null): S3Config | null {
   const endpoint = url(env, 'S3_ENDPOINT') ?? null;
   const bucket = str(env, 'S3_BUCKET');
   const accessKeyId = str(env, 'S3_ACCESS_KEY_ID') ?? null;
   const secretAccessKey = str(env, 'S3_SECRET_ACCESS_KEY') ?? null;
   const forcePathStyle = bool(env, 'S3_FORCE_PATH_STYLE', false);
   const region = str(env, 'S3_REGION') ?? 'us-east-1';
-  if (backend !== 's3') return null;
-  if (bucket === undefined) throw new ConfigError('S3_BUCKET', 'is required when STORAGE_BACKEND=s3');
+  if (requiredBy === null) return null;
+  if (bucket === undefined) throw new ConfigError('S3_BUCKET', `is required when ${requiredBy}`);
   if ((accessKeyId === null) !== (secretAccessKey === null)) {
     throw new ConfigError(accessKeyId === null ? 'S3_ACCESS_KEY_ID' : 'S3_SECRET_ACCESS_KEY', 'must be set together with its pair');
   }
@@ -510,6 +513,18 @@ function backupDir(env: Env, databaseUrl: string | null): string | null {
   return resolve(v);
 }
 
+/** BACKUP_S3_PREFIX: a key prefix ending with `/` in S3_BUCKET; only for the embedded PostgreSQL, and not with BACKUP_DIR. */
+function backupS3Prefix(env: Env, databaseUrl: string | null): string | null {
+  const v = str(env, 'BACKUP_S3_PREFIX');
+  if (v === undefined) return null;
+  if (databaseUrl !== null) throw new ConfigError('BACKUP_S3_PREFIX', 'backs up the embedded PostgreSQL only (DATABASE_URL is set): use pgBackRest or your provider\'s backups');
+  if (str(env, 'BACKUP_DIR') !== undefined) throw new ConfigError('BACKUP_S3_PREFIX', 'and BACKUP_DIR name two places for the backups: set one');
+  if (!/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*\/?$/.test(v) || v.split('/').some((p) => p === '.' || p === '..')) {
+    throw new ConfigError('BACKUP_S3_PREFIX', 'must be a key prefix such as backups/plinth/ (letters, digits, . _ - and /, no leading /)');
+  }
+  return v.endsWith('/') ? v : v + '/';
+}
+
 /** BACKUP_SCHEDULE: `daily` (default), `hourly`, or every `<n>h` / `<n>m` (at most a week). */
 function backupSchedule(env: Env): number {
   const v = str(env, 'BACKUP_SCHEDULE') ?? 'daily';
@@ -593,7 +608,7 @@ export function parseConfig(env: Env = process.env): Config {
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),
     imageTransformation: bool(env, 'IMAGE_TRANSFORMATION_ENABLED', true),
-    s3: s3Config(env, storageBackend),
+    s3: s3Config(env, storageBackend === 's3' ? 'STORAGE_BACKEND=s3' : str(env, 'BACKUP_S3_PREFIX') !== undefined ? 'BACKUP_S3_PREFIX is set' : null),
     enableSqlEndpoint: bool(env, 'ENABLE_SQL_ENDPOINT', false),
     enableDemoEndpoint: bool(env, 'ENABLE_DEMO_ENDPOINT', false),
     dashboardEnabled: bool(env, 'DASHBOARD_ENABLED', true),
@@ -650,6 +665,7 @@ export function parseConfig(env: Env = process.env): Config {
     requestLogSize: int(env, 'REQUEST_LOG_SIZE', 1000, 0, 1_000_000),
     metricsPort: str(env, 'METRICS_PORT') === undefined ? null : int(env, 'METRICS_PORT', 0, 0, 65535),
     backupDir: backupDir(env, databaseUrl),
+    backupS3Prefix: backupS3Prefix(env, databaseUrl),
     backupIntervalMs: backupSchedule(env),
     backupRetentionDays: int(env, 'BACKUP_RETENTION_DAYS', 7, 1, 100000),
     otelEndpoint: url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')?.replace(/\/$/, '') ?? null,

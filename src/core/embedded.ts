@@ -340,8 +340,8 @@ export function archiveSettings(walDir: string): string[] {
 }
 
 export interface EmbeddedOptions {
-  /** BACKUP_DIR: WAL segments are archived into its `wal` folder. */
-  backupDir?: string | null;
+  /** The folder WAL segments are archived into: BACKUP_DIR/wal, or the spool of the uploads to S3 (null: no archiving). */
+  walArchiveDir?: string | null;
 }
 
 export async function startEmbedded(dataDir: string, log: Logger, options: EmbeddedOptions = {}): Promise<Embedded> {
@@ -393,9 +393,11 @@ export async function startEmbedded(dataDir: string, log: Logger, options: Embed
     chownSync(databaseDir, user.uid, user.gid);
   }
   let settings: string[] = [];
-  if (options.backupDir) {
-    const walDir = join(options.backupDir, 'wal');
-    makeDirs(options.backupDir, user ? 0o711 : 0o700);
+  if (options.walArchiveDir) {
+    const walDir = options.walArchiveDir;
+    // The folder goes into archive_command, run by /bin/sh.
+    if (/['"\\$`\n]/.test(walDir)) throw new EmbeddedError(`embedded PostgreSQL: the WAL archive folder ${walDir} must not contain quotes, backslashes, $ or backquotes`);
+    makeDirs(dirname(walDir), user ? 0o711 : 0o700);
     if (!existsSync(walDir)) mkdirSync(walDir, { mode: 0o700 });
     if (user) chownSync(walDir, user.uid, user.gid);
     settings = archiveSettings(walDir);

@@ -14,9 +14,10 @@ import { Readable } from 'node:stream';
 import type { S3Config } from '../../core/config.ts';
 import type { Backend, ByteRange, ObjectAddress, PendingPut } from './backend.ts';
 
-const PART_BYTES = 5 * 1024 * 1024;
+export const PART_BYTES = 5 * 1024 * 1024;
 
-export function s3Backend(cfg: S3Config): Backend {
+/** A client for the S3 settings (also used by the backups to S3, src/core/backup-s3.ts). */
+export function s3Client(cfg: S3Config): S3Client {
   const opts: S3ClientConfig = {
     region: cfg.region,
     forcePathStyle: cfg.forcePathStyle,
@@ -27,7 +28,11 @@ export function s3Backend(cfg: S3Config): Backend {
   if (cfg.accessKeyId && cfg.secretAccessKey) {
     opts.credentials = { accessKeyId: cfg.accessKeyId, secretAccessKey: cfg.secretAccessKey };
   }
-  const client = new S3Client(opts);
+  return new S3Client(opts);
+}
+
+export function s3Backend(cfg: S3Config): Backend {
+  const client = s3Client(cfg);
   const key = (obj: ObjectAddress) => `${obj.bucket}/${obj.name}/${obj.id}`;
   const remove = async (obj: ObjectAddress) => {
     await client.send(new DeleteObjectCommand({ Bucket: cfg.bucket, Key: key(obj) }));
