@@ -345,12 +345,17 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
   });
 
   // ---- image transformations (transform.ts) ----
-  const render = async (req: FastifyRequest, reply: FastifyReply, bucket: string, name: string, meta: sdb.ObjectMeta, t: Transform) => {
+  /** Like serve(): `lookup` reads the row, and once more when an upsert took the bytes it named. */
+  const render = async (req: FastifyRequest, reply: FastifyReply, bucket: string, name: string, lookup: () => Promise<sdb.ObjectMeta>, t: Transform, again = true): Promise<unknown> => {
+    const meta = await lookup();
     if (meta.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
     if (meta.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
     const size = Number(meta.size);
     const v = await images.variant(meta.id!, meta.mime_type!, size, t, () => backend.get({ bucket, name, id: meta.id! }, size, null));
-    if (v === null) throw STORAGE_ERRORS.objectNotFound();
+    if (v === null) {
+      if (again) return render(req, reply, bucket, name, lookup, t, false);
+      throw STORAGE_ERRORS.objectNotFound();
+    }
     const etag = `"${v.key}"`;
     reply.header('x-content-type-options', 'nosniff');
     reply.header('etag', etag);
@@ -371,14 +376,14 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
     const cred = await credentials.api(req);
     const { bucket, name } = parseObjectPath(req.url, `${RENDER_PREFIX}authenticated/`);
     const t = parseTransform(req.query as Record<string, unknown>);
-    return render(req, reply, bucket, name, await sdb.getObject(db, cred, bucket, name), t);
+    return render(req, reply, bucket, name, () => sdb.getObject(db, cred, bucket, name), t);
   });
 
   app.get(`${RENDER_PREFIX}public/*`, async (req, reply) => {
     renderEnabled();
     const { bucket, name } = parseObjectPath(req.url, `${RENDER_PREFIX}public/`);
     const t = parseTransform(req.query as Record<string, unknown>);
-    return render(req, reply, bucket, name, await sdb.getPublicObject(db, bucket, name), t);
+    return render(req, reply, bucket, name, () => sdb.getPublicObject(db, bucket, name), t);
   });
 
   app.get(`${RENDER_PREFIX}sign/*`, async (req, reply) => {
@@ -387,7 +392,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
     const q = req.query as Record<string, unknown>;
     const signed = await signer.verifyDownload(q.token, `${bucket}/${name}`);
     const t = parseTransform(signed ?? q);
-    return render(req, reply, bucket, name, await sdb.getObject(db, SERVICE, bucket, name), t);
+    return render(req, reply, bucket, name, () => sdb.getObject(db, SERVICE, bucket, name), t);
   });
 
   // ---- objects (raw bodies) ----

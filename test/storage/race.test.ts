@@ -1,8 +1,9 @@
 /**
  * Downloads racing overwrites and deletes of the same object, on every back end: a GET
  * gives the old bytes or the new ones (or 404 once the object is deleted), never an error,
- * and the service logs no error meanwhile.
+ * and the service logs no error meanwhile. Image renditions the same, on the database back end.
  */
+import sharp from 'sharp';
 import t from 'tap';
 import { captureLog } from '../helpers/log-capture.ts';
 import { startStorageApp, type BackendName } from './helpers.ts';
@@ -63,3 +64,33 @@ for (const backend of ['database', 'disk', 's3'] as BackendName[]) {
     );
   });
 }
+
+t.test('image renditions racing overwrites (database)', async (t) => {
+  const captured = captureLog('warn');
+  const app = await startStorageApp(t, 'database', { DB_POOL_SIZE: '4' }, { log: captured.log });
+  const service = { apikey: app.serviceKey, authorization: `Bearer ${app.serviceKey}` };
+  t.equal((await app.call('POST', '/storage/v1/bucket', { body: { id: 'race' }, headers: service })).status, 201);
+  const image = (r: number) => sharp({ create: { width: 64, height: 48, channels: 3, background: { r, g: 100, b: 100 } } }).jpeg().toBuffer();
+  const versions = [await image(10), await image(240)];
+  const put = async (body: Buffer) => {
+    const r = await app.fetch('/storage/v1/object/race/p.jpg', { method: 'PUT', headers: { ...service, 'content-type': 'image/jpeg', 'x-upsert': 'true' }, body: new Uint8Array(body) });
+    return `PUT → ${r.status} ${await r.text()}`;
+  };
+  t.match(await put(versions[0]), /^PUT → 200 /, 'uploaded');
+  const wrong: string[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const write = put(versions[(i + 1) % 2]);
+    const reads = await Promise.all(
+      Array.from({ length: READERS }, async () => {
+        const r = await app.fetch('/storage/v1/render/image/authenticated/race/p.jpg?width=32', { headers: service });
+        const b = Buffer.from(await r.arrayBuffer());
+        return r.status === 200 ? null : `GET → ${r.status} ${b.toString('utf8').slice(0, 100)}`;
+      }),
+    );
+    const w = await write;
+    if (!w.startsWith('PUT → 200')) wrong.push(`round ${i}: ${w}`);
+    for (const r of reads) if (r !== null) wrong.push(`round ${i}: ${r}`);
+  }
+  t.same(wrong, [], 'every rendition was served');
+  t.same(captured.lines.filter((l) => Number(l.level) >= 50).map((l) => JSON.stringify({ msg: l.msg, err: l.err }).slice(0, 400)), [], 'no error logged');
+});
