@@ -345,12 +345,17 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
   });
 
   // ---- image transformations (transform.ts) ----
-  const render = async (req: FastifyRequest, reply: FastifyReply, bucket: string, name: string, meta: sdb.ObjectMeta, t: Transform) => {
+  /** Like serve(): `lookup` reads the row, and once more when an upsert took the bytes it named. */
+  const render = async (req: FastifyRequest, reply: FastifyReply, bucket: string, name: string, lookup: () => Promise<sdb.ObjectMeta>, t: Transform, again = true): Promise<unknown> => {
+    const meta = await lookup();
     if (meta.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
     if (meta.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
     const size = Number(meta.size);
     const v = await images.variant(meta.id!, meta.mime_type!, size, t, () => backend.get({ bucket, name, id: meta.id! }, size, null));
-    if (v === null) throw STORAGE_ERRORS.objectNotFound();
+    if (v === null) {
+      if (again) return render(req, reply, bucket, name, lookup, t, false);
+      throw STORAGE_ERRORS.objectNotFound();
+    }
     const etag = `"${v.key}"`;
     reply.header('x-content-type-options', 'nosniff');
     reply.header('etag', etag);
@@ -371,14 +376,14 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
     const cred = await credentials.api(req);
     const { bucket, name } = parseObjectPath(req.url, `${RENDER_PREFIX}authenticated/`);
     const t = parseTransform(req.query as Record<string, unknown>);
-    return render(req, reply, bucket, name, await sdb.getObject(db, cred, bucket, name), t);
+    return render(req, reply, bucket, name, () => sdb.getObject(db, cred, bucket, name), t);
   });
 
   app.get(`${RENDER_PREFIX}public/*`, async (req, reply) => {
     renderEnabled();
     const { bucket, name } = parseObjectPath(req.url, `${RENDER_PREFIX}public/`);
     const t = parseTransform(req.query as Record<string, unknown>);
-    return render(req, reply, bucket, name, await sdb.getPublicObject(db, bucket, name), t);
+    return render(req, reply, bucket, name, () => sdb.getPublicObject(db, bucket, name), t);
   });
 
   app.get(`${RENDER_PREFIX}sign/*`, async (req, reply) => {
@@ -387,7 +392,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
     const q = req.query as Record<string, unknown>;
     const signed = await signer.verifyDownload(q.token, `${bucket}/${name}`);
     const t = parseTransform(signed ?? q);
-    return render(req, reply, bucket, name, await sdb.getObject(db, SERVICE, bucket, name), t);
+    return render(req, reply, bucket, name, () => sdb.getObject(db, SERVICE, bucket, name), t);
   });
 
   // ---- objects (raw bodies) ----
@@ -520,8 +525,15 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       return sendJsonText(reply, 200, r.body);
     });
 
-    /** Send an object: headers (ETag, ranges, 304, the download safety headers), then its bytes. */
-    const serve = async (req: FastifyRequest, reply: FastifyReply, bucket: string, name: string, meta: sdb.ObjectMeta) => {
+    /**
+     * Send an object: headers (ETag, ranges, 304, the download safety headers), then its bytes.
+     * `lookup` reads its row. An upsert that commits between that read and the back end's
+     * removes the bytes the row named (they go with the old row, or right after the commit):
+     * then the row is read once more and the object that replaced it is sent instead; a
+     * deleted object is a 404.
+     */
+    const serve = async (req: FastifyRequest, reply: FastifyReply, bucket: string, name: string, lookup: () => Promise<sdb.ObjectMeta>, again = true): Promise<unknown> => {
+      const meta = await lookup();
       if (meta.status === 'bucket_not_found') throw STORAGE_ERRORS.bucketNotFound();
       if (meta.status === 'not_found') throw STORAGE_ERRORS.objectNotFound();
       const size = Number(meta.size);
@@ -551,6 +563,8 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       const stream = await backend.get({ bucket, name, id: meta.id! }, size, range);
       if (stream === null) {
         reply.removeHeader('content-length');
+        reply.removeHeader('content-range');
+        if (again) return serve(req, reply, bucket, name, lookup, false);
         throw STORAGE_ERRORS.objectNotFound();
       }
       reply.raw.once('finish', () => downloaded.inc(length));
@@ -560,7 +574,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
     const download = async (req: FastifyRequest, reply: FastifyReply, prefix = OBJECT_PREFIX) => {
       const cred = await credentials.api(req);
       const { bucket, name } = parseObjectPath(req.url, prefix);
-      return serve(req, reply, bucket, name, await sdb.getObject(db, cred, bucket, name));
+      return serve(req, reply, bucket, name, () => sdb.getObject(db, cred, bucket, name));
     };
     const seedDownload: Handler = (req, reply) => download(req, reply);
     scope.route({ method: ['GET', 'HEAD'], url: '/storage/v1/object/*', handler: seedDownload });
@@ -576,7 +590,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       url: '/storage/v1/object/public/*',
       handler: unlessBucket('public', seedDownload, async (req, reply) => {
         const { bucket, name } = parseObjectPath(req.url, PUBLIC_PREFIX);
-        return serve(req, reply, bucket, name, await sdb.getPublicObject(db, bucket, name));
+        return serve(req, reply, bucket, name, () => sdb.getPublicObject(db, bucket, name));
       }),
     });
 
@@ -587,7 +601,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: Deps, backend:
       handler: unlessBucket('sign', seedDownload, async (req, reply) => {
         const { bucket, name } = parseObjectPath(req.url, SIGN_PREFIX);
         await signer.verifyDownload((req.query as Record<string, unknown>).token, `${bucket}/${name}`);
-        return serve(req, reply, bucket, name, await sdb.getObject(db, SERVICE, bucket, name));
+        return serve(req, reply, bucket, name, () => sdb.getObject(db, SERVICE, bucket, name));
       }),
     });
 

@@ -188,3 +188,43 @@ t.test('a reservation whose connection fails: it fails, and no connection is los
   if (a !== 'unsettled') a.release();
   if (b !== 'unsettled') b.release();
 });
+
+// Repair 5 again, from the other side: a connection that closed took a queued reservation as its
+// initial query, which the connection dropped once open (seen under storage upserts and reads).
+t.test('a reservation queued while another connection closes: it is served', async (t) => {
+  let gate: () => void = () => {};
+  const opened = new Promise<void>((resolve) => (gate = resolve));
+  const sockets: net.Socket[] = [];
+  let calls = 0;
+  const sql = postgres(url, {
+    max: 2,
+    connect_timeout: 3,
+    onnotice: () => {},
+    // The pool's second connection waits for the test before it connects.
+    socket: async () => {
+      if (++calls === 2) await opened;
+      const s = new net.Socket();
+      sockets.push(s.connect(Number(port), hostname));
+      return s;
+    },
+  } as postgres.Options<Record<string, never>>);
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const held = await sql.reserve();
+  await held`select 1`;
+  // The first connection held: the next reservation waits in the queue and opens the second one.
+  const reservation = sql.reserve();
+  reservation.catch(() => {});
+  await until(() => calls === 2);
+  // The first connection closes meanwhile, then the second one opens.
+  const closed = new Promise((resolve) => sockets[0].once('close', resolve));
+  sockets[0].destroy();
+  await closed;
+  gate();
+  let timer: NodeJS.Timeout | undefined;
+  const served = await Promise.race([
+    reservation.then((r) => (r.release(), 'served')),
+    new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still waiting'), 5000))),
+  ]);
+  clearTimeout(timer);
+  t.equal(served, 'served', 'the reservation gets a connection');
+});

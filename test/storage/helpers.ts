@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
 import S3rver from 's3rver';
+import type { Logger } from '../../src/core/log.ts';
 import { TEST_JWT_SECRET, startApp, type TestApp } from '../helpers/app.ts';
 
 export type BackendName = 'database' | 'disk' | 's3';
@@ -38,7 +39,7 @@ export async function startS3(t: TapLike): Promise<{ endpoint: string; dir: stri
   return { endpoint: `http://127.0.0.1:${addr.port}`, dir };
 }
 
-export async function startStorageApp(t: TapLike, backend: BackendName, env: Record<string, string> = {}): Promise<StorageApp> {
+export async function startStorageApp(t: TapLike, backend: BackendName, env: Record<string, string> = {}, opts: { log?: Logger } = {}): Promise<StorageApp> {
   const parent = mkdtempSync(join(tmpdir(), 'plinth-storage-'));
   t.teardown(() => rmSync(parent, { recursive: true, force: true }));
   let root: string | null = null;
@@ -61,7 +62,7 @@ export async function startStorageApp(t: TapLike, backend: BackendName, env: Rec
   } else {
     extra.STORAGE_DIR = join(parent, 'unused');
   }
-  const app = await startApp(t, { env: { ...extra, ...env } });
+  const app = await startApp(t, { env: { ...extra, ...env }, log: opts.log });
   return Object.assign(app, { backend, root, parent: backend === 'disk' ? parent : null });
 }
 

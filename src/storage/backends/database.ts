@@ -196,11 +196,16 @@ export function databaseBackend(db: Db): Backend {
       const first = Math.floor(start / CHUNK_BYTES);
       const last = Math.floor(end / CHUNK_BYTES);
       const id = obj.id;
-      // An object's chunks never change (a replace is a new object id); if the object is
-      // deleted meanwhile, a missing chunk ends the stream with an error.
+      // An object's chunks never change (a replace is a new object id) and go with its row.
+      // The first window is read before anything is sent: the row deleted or replaced since
+      // the caller read it shows as no chunk at all, and the answer is null (the bytes are
+      // gone). Deleted later, in the middle of a larger object, a missing chunk ends the
+      // stream with an error.
+      const head = await window(id, first, Math.min(first + WINDOW - 1, last));
+      if (head.length === 0) return null;
       async function* chunks(): AsyncGenerator<Buffer> {
         let from = first;
-        let next: Promise<Buffer[]> | null = window(id, from, Math.min(from + WINDOW - 1, last));
+        let next: Promise<Buffer[]> | null = Promise.resolve(head);
         while (next !== null) {
           const rows = await next;
           const to = Math.min(from + WINDOW - 1, last);
