@@ -28,5 +28,5 @@ t.test('the worker starts at its defaults without a warning, and runs a job', as
   t.same(await ran, { n: 1 }, 'the job ran');
   clearTimeout(timeout);
   t.same(lines.filter((l) => l.level >= 40).map((l) => l.msg), [], 'nothing at warn or above');
-  t.ok(lines.some((l) => l.level === 20 && /maxPoolSize \(1\) smaller than concurrency \(16\)/.test(l.msg)), 'the pool advice, at debug');
+  t.ok(lines.some((l) => l.level === 20 && /maxPoolSize \(1\) smaller than concurrency \(64\)/.test(l.msg)), 'the pool advice, at debug');
 });
