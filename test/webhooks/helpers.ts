@@ -35,6 +35,8 @@ export interface Receiver {
   delayMs: number;
   /** Requests whose path is `path`. */
   on(path: string): Received[];
+  /** Answer `status` to every request held so far (`hang`); how many were still connected. */
+  release(status?: number): number;
   close(): Promise<void>;
 }
 
@@ -74,6 +76,17 @@ export async function startReceiver(t: TapLike): Promise<Receiver> {
     answer: () => 200,
     delayMs: 0,
     on: (path) => received.filter((r) => r.path === path),
+    release: (status = 200) => {
+      let answered = 0;
+      for (const res of hanging) {
+        if (res.socket !== null && !res.socket.destroyed) {
+          res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
+          answered++;
+        }
+      }
+      hanging.clear();
+      return answered;
+    },
     close: async () => {
       if (closed) return;
       closed = true;
