@@ -12,8 +12,8 @@ import { pipeline } from 'node:stream/promises';
 import { DeleteObjectCommand, GetObjectCommand, ListObjectsCommand, PutObjectCommand, type _Object } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import type { S3Config } from './config.ts';
-import { PART_BYTES, s3Client } from '../storage/backends/s3.ts';
-import { eachLimit, type BackupStore } from './backup.ts';
+import { PART_BYTES, s3Client } from './s3.ts';
+import { eachLimit, type BackupStore } from './backup-store.ts';
 
 const PARALLEL = 8;
 const isGone = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT';

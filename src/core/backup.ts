@@ -23,6 +23,9 @@ import postgres from 'postgres';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { embeddedBinaries, runToReady } from './embedded.ts';
+import { eachLimit, type BackupStore } from './backup-store.ts';
+
+export type { BackupStore };
 
 /** What a base backup records next to its copy. */
 export interface BackupInfo {
@@ -34,27 +37,6 @@ export interface BackupInfo {
   start_wal: string;
   /** The folders of the data folder (a store without folders, S3, keeps no empty one). */
   directories?: string[];
-}
-
-/** Where backups go. Keys are relative: `wal/<segment>`, `base/<name>/…`. */
-export interface BackupStore {
-  /** The folder, or s3://bucket/prefix: for messages. */
-  readonly where: string;
-  /** The local folder of the WAL archive that a restore_command can read (null: fetch it first). */
-  readonly localWal: string | null;
-  /** The names under base/ (one per base backup, finished or not). */
-  backups(): Promise<string[]>;
-  /** The files of the WAL archive, with when each was stored (ms). */
-  segments(): Promise<Array<{ name: string; stored: number }>>;
-  read(key: string): Promise<string | null>;
-  write(key: string, text: string): Promise<void>;
-  /** Store the local file `path` as `key`; false when the file is gone (PostgreSQL removed it). */
-  putFile(key: string, path: string): Promise<boolean>;
-  /** Remove `key`, or everything under it when it ends with `/`. */
-  remove(key: string): Promise<void>;
-  /** Copy `key` to the local file `into`, or everything under it into the folder `into` when it ends with `/`. */
-  fetchTree(key: string, into: string): Promise<void>;
-  close(): Promise<void>;
 }
 
 const isGone = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT';
@@ -128,18 +110,6 @@ const PARALLEL = 8;
 /** A UTC time as a folder name that sorts in time order: 20261126T011500Z. */
 function stamp(d: Date): string {
   return d.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
-}
-
-/** Run `fn` on every item, `n` at a time. */
-export async function eachLimit<T>(items: readonly T[], n: number, fn: (item: T) => Promise<unknown>, signal?: AbortSignal): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      signal?.throwIfAborted();
-      await fn(items[next++]);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
 }
 
 /** The files and folders of the data folder to copy, relative, tolerating what PostgreSQL removes meanwhile (the backup's WAL covers it). */

@@ -8,28 +8,12 @@
  * S3-compatible servers (s3rver 3.7) store as part of the object. The key carries the new
  * object id, so nothing reaches it before the metadata commits; `abort` deletes it.
  */
-import { DeleteObjectCommand, GetObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { Readable } from 'node:stream';
 import type { S3Config } from '../../core/config.ts';
+import { PART_BYTES, s3Client } from '../../core/s3.ts';
 import type { Backend, ByteRange, ObjectAddress, PendingPut } from './backend.ts';
-
-export const PART_BYTES = 5 * 1024 * 1024;
-
-/** A client for the S3 settings (also used by the backups to S3, src/core/backup-s3.ts). */
-export function s3Client(cfg: S3Config): S3Client {
-  const opts: S3ClientConfig = {
-    region: cfg.region,
-    forcePathStyle: cfg.forcePathStyle,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  };
-  if (cfg.endpoint) opts.endpoint = cfg.endpoint;
-  if (cfg.accessKeyId && cfg.secretAccessKey) {
-    opts.credentials = { accessKeyId: cfg.accessKeyId, secretAccessKey: cfg.secretAccessKey };
-  }
-  return new S3Client(opts);
-}
 
 export function s3Backend(cfg: S3Config): Backend {
   const client = s3Client(cfg);
