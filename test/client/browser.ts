@@ -23,14 +23,19 @@ interface TapLike {
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 /**
- * Why the browser tests cannot run here, or null. Under CI (`CI` set, as `.ci/run` runs)
- * a missing Chromium is a failure, never a skip: a failed install must not turn the
- * browser tests grey.
+ * Why a browser test cannot run here (the browser `name` is not at `path`), or null. Under CI
+ * (`CI` set, as `.ci/run` runs) a missing browser is a failure, never a skip: a failed install
+ * must not turn the browser tests grey.
  */
+export function browserMissing(name: string, path: string, pkg: string): string | null {
+  if (existsSync(path)) return null;
+  if (process.env.CI) throw new Error(`${name} not found at ${path}: under CI the browser tests must run`);
+  return `${name} not found at ${path} (apt-get install ${pkg}; .ci/run does): browser tests skipped`;
+}
+
+/** Why the Chromium tests cannot run here, or null (see browserMissing). */
 export function chromiumMissing(): string | null {
-  if (existsSync(CHROMIUM)) return null;
-  if (process.env.CI) throw new Error(`Chromium not found at ${CHROMIUM}: under CI the browser tests must run`);
-  return `Chromium not found at ${CHROMIUM} (apt-get install chromium; .ci/run does): browser tests skipped`;
+  return browserMissing('Chromium', CHROMIUM, 'chromium');
 }
 
 let code: Promise<string> | null = null;

@@ -7,7 +7,7 @@
  * bucket made and a file uploaded, a function invoked, the narrow layout, and no console
  * error. Screenshots go to .artifacts/dashboard/firefox-*.png (not committed).
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,22 +16,16 @@ import puppeteer from 'puppeteer-core';
 import { startApp } from '../helpers/app.ts';
 import { PASSWORD, uniqueEmail } from '../auth/helpers.ts';
 import { setupToken } from '../../src/dashboard/index.ts';
+import { browserMissing } from '../client/browser.ts';
 
 const FIREFOX = process.env.FIREFOX_PATH ?? '/usr/bin/firefox-esr';
 const SHOTS = fileURLToPath(new URL('../../.artifacts/dashboard/', import.meta.url));
 const VIEWS = ['Tables', 'SQL', 'Users', 'Storage', 'Webhooks', 'Functions', 'Live', 'Logs', 'Settings'];
 
-/** Why this test cannot run here, or null; under CI (`.ci/run` sets CI) a missing Firefox fails. */
-function firefoxMissing(): string | null {
-  if (existsSync(FIREFOX)) return null;
-  if (process.env.CI) throw new Error(`Firefox not found at ${FIREFOX}: under CI the browser tests must run`);
-  return `Firefox not found at ${FIREFOX} (apt-get install firefox-esr; .ci/run does): skipped`;
-}
-
 /** The element whose accessible name is `name` (and role, when given). */
 const aria = (name: string, role?: string) => `::-p-aria(${role ? `[name=${JSON.stringify(name)}][role="${role}"]` : JSON.stringify(name)})`;
 
-const missing = firefoxMissing();
+const missing = browserMissing('Firefox', FIREFOX, 'firefox-esr');
 if (missing) {
   t.plan(0, missing);
 } else {
