@@ -1,1 +1,3 @@
 -- Enter migration here
+--!include live/rerun.sql
+--!include live/subscriptions.sql

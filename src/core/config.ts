@@ -138,7 +138,7 @@ export interface Config {
   /** Seconds between WebSocket pings; a client that missed the previous pong is closed. */
   wsPingInterval: number;
   liveChannel: string;
-  /** LIVE_RERUN_MAX_MS: while live-query changes keep coming, how often the poller also checks for them (it wakes on a writer's notification). */
+  /** LIVE_RERUN_MAX_MS: while live-query changes keep coming, how often the poller runs (at most once per this; idle, a writer's notification wakes it). */
   liveRerunMaxMs: number;
   /** LIVE_MAX_GROUPS: groups of subscribers per `as: subscriber` subscription. */
   liveMaxGroups: number;

@@ -5,10 +5,11 @@
  * subscriptions and groups (a lease in SQL: one run of each in flight over all instances),
  * runs them and publishes their changes, which every instance forwards.
  *
- * It sleeps until a writer wakes it (NOTIFY `<LIVE_CHANNEL>_wake`, sent when no mark is
- * pending), steps again at once after a step that found work (so a burst coalesces into
- * the next run), and while changes keep coming checks every LIVE_RERUN_MAX_MS (a writer
- * that found a mark pending sends no wake-up). Idle, it checks once a second.
+ * It sleeps until a writer wakes it (NOTIFY `<LIVE_CHANNEL>_wake`, sent while no poller
+ * is awake: live_private.pollers). After a step that found work it steps again
+ * LIVE_RERUN_MAX_MS after that step began, not at once: what commits meanwhile coalesces
+ * into that run, and the re-runs' own CPU, which competes with the writers, is bounded.
+ * For a second after its last work it checks every LIVE_RERUN_MAX_MS; idle, once a second.
  *
  * A default-mode subscription is re-run in SQL (its registrant was checked at
  * registration). A group of an `as: subscriber` subscription runs on the request lane of
@@ -59,6 +60,7 @@ export class Poller {
   private readonly instanceId: string;
   private stopped = true;
   private waker: (() => void) | null = null;
+  private stopper: (() => void) | null = null;
   private woken = false;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
@@ -84,7 +86,7 @@ export class Poller {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer !== null) clearTimeout(this.timer);
-    this.waker?.();
+    this.stopper?.();
     await this.running;
   }
 
@@ -97,6 +99,7 @@ export class Poller {
   private async loop(): Promise<void> {
     while (!this.stopped) {
       this.woken = false;
+      const began = Date.now();
       let found = 0;
       try {
         found = await this.step();
@@ -104,18 +107,29 @@ export class Poller {
         this.deps.log.debug({ err }, 'live: re-run poll failed');
       }
       const now = Date.now();
-      if (found > 0) this.lastWork = now;
-      if (found === 0 && !this.woken && !this.stopped) {
-        const delay = now - this.lastWork < LINGER_MS ? this.deps.config.liveRerunMaxMs : IDLE_MS;
-        await new Promise<void>((resolve) => {
-          this.waker = resolve;
-          this.timer = setTimeout(resolve, delay);
-          this.timer.unref();
-        });
-        this.waker = null;
-        this.timer = null;
+      if (found > 0) {
+        this.lastWork = now;
+        // Work keeps coming: the next step LIVE_RERUN_MAX_MS after this one began (a
+        // wake-up does not shorten it; only stop does).
+        await this.sleep(began + this.deps.config.liveRerunMaxMs - now, false);
+      } else if (!this.woken) {
+        await this.sleep(now - this.lastWork < LINGER_MS ? this.deps.config.liveRerunMaxMs : IDLE_MS, true);
       }
     }
+  }
+
+  /** Sleeps `ms`, or until stop (or a wake-up when `wakes`). */
+  private async sleep(ms: number, wakes: boolean): Promise<void> {
+    if (ms <= 0 || this.stopped) return;
+    await new Promise<void>((resolve) => {
+      if (wakes) this.waker = resolve;
+      this.stopper = resolve;
+      this.timer = setTimeout(resolve, ms);
+      this.timer.unref();
+    });
+    this.waker = null;
+    this.stopper = null;
+    this.timer = null;
   }
 
   /** One claim and the re-runs it leased; the number of them. */
