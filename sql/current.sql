@@ -1,3 +1,1 @@
 -- Enter migration here
---!include live/rerun.sql
---!include live/subscriptions.sql
