@@ -12,6 +12,7 @@
  *   alternating slices; ratio = watched / unwatched. The watched table's deliveries run
  *   during the measurement (their cost is part of the price).
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -62,6 +63,66 @@ async function startReceiver(): Promise<Receiver> {
       server.close(() => resolve());
     });
   return r;
+}
+
+/** CPU time (ms, user + system) of a process from /proc; 0 when it is gone. */
+function procCpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+interface Cpu {
+  driver: number;
+  service: number;
+  postgres: number;
+}
+
+/** CPU time so far (cpuNow), the backends' by pid: one that exits is not counted negatively. */
+interface CpuSnapshot {
+  driver: number;
+  service: number;
+  backends: Map<number, number>;
+}
+
+function cpuSince(a: CpuSnapshot, b: CpuSnapshot): Cpu {
+  let postgres = 0;
+  for (const [pid, ms] of b.backends) postgres += ms - (a.backends.get(pid) ?? 0);
+  return { driver: b.driver - a.driver, service: b.service - a.service, postgres };
+}
+
+/**
+ * CPU time so far of the three parts, ms: this driver process (the load and the receiver),
+ * the service (the driver's child running server.ts) and the bench database's backends. On
+ * a shared machine rates move with the load; CPU time per insert does not much.
+ */
+function cpuNow(dbName: string): CpuSnapshot {
+  const usage = process.cpuUsage();
+  const out: CpuSnapshot = { driver: (usage.user + usage.system) / 1000, service: 0, backends: new Map() };
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return out;
+  }
+  for (const d of pids) {
+    let cmd = '';
+    try {
+      cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8');
+    } catch {
+      continue;
+    }
+    if (cmd.startsWith('postgres: ') && cmd.includes(` ${dbName} `)) out.backends.set(Number(d), procCpuMs(Number(d)));
+    else if (cmd.includes('test/bench/server.ts')) {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid) out.service += procCpuMs(Number(d));
+    }
+  }
+  return out;
 }
 
 /** Register a webhook; returns its removal (each scenario leaves no webhook behind). */
@@ -166,6 +227,11 @@ async function throughput(ctx: RunContext): Promise<RunResult> {
   }
 }
 
+function perInsert(c: Cpu, n: number): string {
+  const f = (ms: number) => Math.round((ms * 1000) / Math.max(1, n));
+  return `${f(c.driver)}/${f(c.service)}/${f(c.postgres)}`;
+}
+
 async function writeCost(ctx: RunContext): Promise<RunResult> {
   const sql = postgres(ctx.dbUrl, { max: 1, onnotice: () => {} });
   const rx = await startReceiver();
@@ -185,9 +251,14 @@ async function writeCost(ctx: RunContext): Promise<RunResult> {
     const P = { ok: 0, s: 0, bad: 0, total: 0 };
     const sent0 = rx.count;
     let watchedOk = 0;
+    // BENCH_WORKER=false (the service runs no job): the writers with the deliveries paused.
+    const paused = process.env.BENCH_WORKER === 'false';
+    const dbName = new URL(ctx.dbUrl).pathname.slice(1);
+    const cpu = { w: { driver: 0, service: 0, postgres: 0 }, p: { driver: 0, service: 0, postgres: 0 } };
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? ['p', 'w'] : ['w', 'p'];
       for (const side of order) {
+        const c0 = cpuNow(dbName);
         const r = await saturate(ctx.serviceUrl, side === 'w' ? watched : plain, ctx.connections, slice);
         const acc = side === 'w' ? W : P;
         acc.ok += r.ok;
@@ -201,7 +272,11 @@ async function writeCost(ctx: RunContext): Promise<RunResult> {
         }
         // Let the deliveries of this slice drain before the next, so neither side pays for the other.
         // A backlog left undrained would flatter the ratio: it fails the scenario.
-        await until('the deliveries to drain', () => rx.count - sent0 >= watchedOk, ctx.quick ? 10_000 : 60_000);
+        if (!paused) await until('the deliveries to drain', () => rx.count - sent0 >= watchedOk, ctx.quick ? 10_000 : 60_000);
+        // CPU per insert of each side, its deliveries included (up to their last arrival).
+        const used = cpuSince(c0, cpuNow(dbName));
+        const into = cpu[side as 'w' | 'p'];
+        for (const k of ['driver', 'service', 'postgres'] as const) into[k] += used[k];
       }
     }
     const bad = (W.bad + P.bad) / Math.max(1, W.total + P.total);
@@ -215,7 +290,10 @@ async function writeCost(ctx: RunContext): Promise<RunResult> {
       p50_ms: Math.max(...W.p50),
       p99_ms: Math.max(...W.p99),
       non2xx_share: bad,
-      note: `REST inserts (anon, return=minimal), ${ctx.connections} connections, ${rounds} × ${slice} s per side; ${rx.count - sent0} deliveries made`,
+      note:
+        `REST inserts (anon, return=minimal), ${ctx.connections} connections, ${rounds} × ${slice} s per side; ${rx.count - sent0} deliveries made` +
+        (paused ? ' (deliveries paused: BENCH_WORKER=false)' : '') +
+        `; CPU µs per insert (driver/service/postgres): watched ${perInsert(cpu.w, W.ok)}, unwatched ${perInsert(cpu.p, P.ok)}`,
     };
   } finally {
     await unregister().catch(() => {});
