@@ -107,22 +107,21 @@ function cpuSince(a: CpuSnapshot, b: CpuSnapshot): Cpu {
 function cpuNow(dbName: string, receiverPid: number): CpuSnapshot {
   const usage = process.cpuUsage();
   const out: CpuSnapshot = { driver: (usage.user + usage.system) / 1000, receiver: procCpuMs(receiverPid), service: 0, backends: new Map() };
-  let pids: string[] = [];
-  try {
-    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
-  } catch {
-    return out;
-  }
-  for (const d of pids) {
-    let cmd = '';
+  for (const d of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let cmd: string;
     try {
       cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8');
     } catch {
-      continue;
+      continue; // gone meanwhile
     }
     if (cmd.startsWith('postgres: ') && cmd.includes(` ${dbName} `)) out.backends.set(Number(d), procCpuMs(Number(d)));
     else if (cmd.includes('test/bench/server.ts')) {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      } catch {
+        continue;
+      }
       if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid) out.service += procCpuMs(Number(d));
     }
   }
