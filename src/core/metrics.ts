@@ -89,6 +89,11 @@ export class Metrics {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  readonly webhookOutboxPolls = new Counter({
+    name: 'plinth_webhook_outbox_polls_total',
+    help: 'Polls of the webhook outbox by this instance (drain statements; the drain sleeps until a writer wakes it)',
+    registers: [this.registry],
+  });
   readonly webhookLatency = new Histogram({
     name: 'plinth_webhook_delivery_seconds',
     help: 'Time from the change to its successful delivery',

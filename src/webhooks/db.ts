@@ -136,10 +136,14 @@ export async function requeueAttempt(sql: Sql, a: AttemptRef & { e: string; t: s
 
 // ── outbox (outbox.sql) ───────────────────────────────────────────────────────────────────
 
-/** Hand up to `limit` due outbox rows to the job worker; returns the rows taken. */
-export async function drainOutbox(sql: Sql, limit: number): Promise<number> {
-  const [r] = await sql<{ n: number }[]>`select webhooks_private.drain_outbox(${limit}::int) as n`;
-  return r.n;
+/**
+ * Hand up to `limit` due outbox rows to the job worker; returns the rows taken and, after
+ * them, in how many milliseconds the earliest row left is due (null: the outbox is empty).
+ */
+export async function drainOutbox(sql: Sql, limit: number): Promise<{ taken: number; nextDueMs: number | null }> {
+  const [r] = await sql<{ taken: number; nextDueMs: number | null }[]>`
+    select webhooks_private.drain_outbox(${limit}::int) as taken, webhooks_private.outbox_next_due_ms() as "nextDueMs"`;
+  return r;
 }
 
 /** Whether the outbox needs polling: a webhook is active, or a row waits. */

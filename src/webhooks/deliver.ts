@@ -143,7 +143,8 @@ function attemptsOf(payload: unknown): DeliverPayload[] | null {
   return Array.isArray(items) && items.length > 0 && items.every(isPayload) ? items : null;
 }
 
-export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
+/** `noteDue(ms)`: a retry was queued, due in `ms` (this instance's outbox drain polls then). */
+export function deliverTask(deps: Deps, stopping: AbortSignal, noteDue: (ms: number) => void = () => {}): Task {
   const { db, log, config, metrics } = deps;
   const giveBack = (p: DeliverPayload, delayMs: number) =>
     requeueAttempt(db.sql, { d: p.d, w: p.w, n: p.n, e: p.e, t: p.t, c: p.c, b: p.b, r: typeof p.r === 'string' ? p.r : null }, delayMs);
@@ -215,6 +216,7 @@ export function deliverTask(deps: Deps, stopping: AbortSignal): Task {
     const statuses = await recordAttempts(db.sql, records, config.webhookRetryScheduleMs);
     for (const [i, status] of statuses.entries()) {
       const r = records[i];
+      if (status === 'retry') noteDue(config.webhookRetryScheduleMs[r.n - 1] ?? 0);
       if (status === 'failed') log.warn({ delivery: r.d, webhook: r.w, attempt: r.n, error: r.x, status: r.s }, 'webhook delivery failed for good');
     }
   };

@@ -5,7 +5,8 @@
  * - `webhooks__purge`: hourly, deletes log rows older than 7 days (webhooks.purge_log),
  *   one pending job for all instances, re-enqueued by itself (as `auth__purge`).
  * The state lives in SQL (sql/fixtures/webhooks): the trigger appends to the outbox in the
- * transaction of the change, every instance drains the outbox into jobs (outbox.ts), SQL
+ * transaction of the change, every instance drains the outbox into jobs (outbox.ts; it
+ * sleeps until a writer wakes it), SQL
  * records each attempt and schedules the next.
  */
 import type { TaskList } from 'graphile-worker';
@@ -25,6 +26,8 @@ const purge = periodic({
 
 /** Per service instance: aborted when its HTTP server closes, the first step of a stop. */
 const stopping = new WeakMap<Deps, AbortSignal>();
+/** Per service instance: its outbox drain, told by the task when a retry it queued is due. */
+const drains = new WeakMap<Deps, OutboxDrain>();
 
 export const webhooksArea: Area = {
   name: 'webhooks',
@@ -33,6 +36,7 @@ export const webhooksArea: Area = {
     const stop = new AbortController();
     stopping.set(deps, stop.signal);
     const drain = new OutboxDrain(deps);
+    drains.set(deps, drain);
     app.addHook('onClose', async () => {
       stop.abort();
       await drain.stop();
@@ -43,6 +47,7 @@ export const webhooksArea: Area = {
 
   tasks(deps): TaskList {
     const signal = stopping.get(deps) ?? new AbortController().signal;
-    return { webhooks__deliver: deliverTask(deps, signal), webhooks__purge: purge.task(deps) };
+    const noteDue = (ms: number) => drains.get(deps)?.noteDue(ms);
+    return { webhooks__deliver: deliverTask(deps, signal, noteDue), webhooks__purge: purge.task(deps) };
   },
 };

@@ -1,19 +1,33 @@
 /**
  * The outbox drain (sql/fixtures/webhooks/outbox.sql): watched tables' triggers append their
- * changes to webhooks_private.outbox without notifying anyone, and every instance moves them
- * into webhooks__deliver jobs here, in batches, through graphile-worker's public add_jobs
- * (whose one NOTIFY per batch wakes the workers at once). Later attempts (retries, attempts
- * given back, redeliveries) wait in the outbox until due, so this poll makes them on time.
+ * changes to webhooks_private.outbox, and every instance moves them into webhooks__deliver
+ * jobs here, in batches, through graphile-worker's public add_jobs (whose one NOTIFY per
+ * batch wakes the workers at once).
  *
- * The poll runs every DRAIN_INTERVAL_MS while some webhook is active (or a row still waits),
- * and at once again when a batch came back full. With no active webhook it only looks
- * every IDLE_CHECK_MS, and a change to the registry (the `webhooks` cache NOTIFY) wakes it.
+ * The drain sleeps until woken (docs/decisions/0302-the-outbox-drain-sleeps-until-woken.md):
+ * - a writer notifies `plinth_webhooks` when it finds no due row waiting (so once per burst,
+ *   never once per write: a notifying commit serialises the writers);
+ * - while work keeps coming it polls again DRAIN_INTERVAL_MS after a poll that took rows (at
+ *   once after a full batch: more may wait), since a writer that saw rows waiting sent no
+ *   wake-up; after an empty poll the interval doubles up to SAFETY_POLL_MS;
+ * - later attempts (a retry, an attempt given back) are due at a time: every poll learns when
+ *   the next row is due and sleeps no longer, and a retry this instance queues sets the
+ *   timer too (noteDue);
+ * - a slow safety poll (SAFETY_POLL_MS) covers a missed wake-up (a writer whose transaction
+ *   outlived the short polls after the rows it saw), and a lost LISTEN connection wakes it
+ *   when it is back.
+ * With no active webhook it only looks every IDLE_CHECK_MS, and a change to the registry (the
+ * `webhooks` cache NOTIFY) wakes it.
  */
 import type { Deps } from '../core/area.ts';
 import { anyActiveHook, drainOutbox } from './db.ts';
 
-/** Between polls of a quiet outbox: bounds how long a committed change waits for its job. */
+/** The channel of the writers' wake-up (outbox.sql, webhooks_private.wake_drains). */
+export const WAKE_CHANNEL = 'plinth_webhooks';
+/** Between the polls of a drain that keeps finding work: bounds how long a change that sent no wake-up waits. */
 export const DRAIN_INTERVAL_MS = 20;
+/** The longest sleep while a webhook is active, without a wake-up or a row due. */
+export const SAFETY_POLL_MS = 5000;
 /** Outbox rows per drain transaction. */
 export const DRAIN_BATCH = 500;
 const IDLE_CHECK_MS = 5000;
@@ -27,7 +41,14 @@ export class OutboxDrain {
   private checkedAt = 0;
   private timer: NodeJS.Timeout | null = null;
   private wake: (() => void) | null = null;
+  /** A wake-up came while a poll was in flight: poll again right after it. */
+  private woken = false;
+  /** When (Date.now()) a row this instance queued is due; 0: none known. */
+  private dueAt = 0;
   private loop: Promise<void> | null = null;
+  private unlisten: (() => Promise<void>) | null = null;
+  /** When (Date.now()) the sleep in progress ends. */
+  private sleepUntil = 0;
 
   constructor(deps: Deps) {
     this.deps = deps;
@@ -36,8 +57,18 @@ export class OutboxDrain {
   start(): void {
     this.deps.db.onCacheReload('webhooks', () => {
       this.active = null;
-      this.wake?.();
+      this.poke();
     });
+    // onlisten fires again after the LISTEN connection came back: a wake-up may have been missed.
+    void this.deps.db.listener
+      .listen(WAKE_CHANNEL, () => this.poke(), () => this.poke())
+      .then(
+        (h) => {
+          this.unlisten = () => h.unlisten();
+          if (this.stopped) void h.unlisten();
+        },
+        (err: unknown) => this.deps.log.warn({ err }, 'webhooks: the outbox wake-up listener stopped'),
+      );
     this.loop = this.run();
   }
 
@@ -45,9 +76,32 @@ export class OutboxDrain {
     this.stopped = true;
     this.wake?.();
     await this.loop;
+    await this.unlisten?.();
+  }
+
+  /** Poll now, or right after the poll in flight. */
+  poke(): void {
+    this.woken = true;
+    this.wake?.();
+  }
+
+  /** A row this instance put in the outbox is due in `ms` (a retry it queued): poll then at the latest. */
+  noteDue(ms: number): void {
+    const at = Date.now() + Math.max(0, ms);
+    if (this.dueAt !== 0 && this.dueAt <= at) return;
+    this.dueAt = at;
+    // Asleep for longer: the timer moves to `at` (the sleep in progress is cut short, not the poll run early).
+    if (this.timer && this.sleepUntil > at) {
+      clearTimeout(this.timer);
+      this.sleepUntil = at;
+      this.timer = setTimeout(() => this.wake?.(), Math.max(0, at - Date.now()));
+    }
   }
 
   private sleep(ms: number): Promise<void> {
+    if (this.woken || this.stopped) return Promise.resolve();
+    if (this.dueAt !== 0) ms = Math.min(ms, Math.max(0, this.dueAt - Date.now()));
+    this.sleepUntil = Date.now() + ms;
     return new Promise((resolve) => {
       this.wake = () => {
         if (this.timer) clearTimeout(this.timer);
@@ -60,7 +114,9 @@ export class OutboxDrain {
   }
 
   private async run(): Promise<void> {
-    const { db, log } = this.deps;
+    const { db, log, metrics } = this.deps;
+    // The sleep after an empty poll: doubles from DRAIN_INTERVAL_MS up to SAFETY_POLL_MS.
+    let quiet = SAFETY_POLL_MS;
     while (!this.stopped) {
       try {
         if (this.active === null || Date.now() - this.checkedAt > IDLE_CHECK_MS) {
@@ -68,11 +124,18 @@ export class OutboxDrain {
           this.active = await anyActiveHook(db.sql);
         }
         if (!this.active) {
+          this.woken = false;
           await this.sleep(IDLE_CHECK_MS);
           continue;
         }
-        const n = await drainOutbox(db.sql, DRAIN_BATCH);
-        if (n < DRAIN_BATCH) await this.sleep(DRAIN_INTERVAL_MS);
+        this.woken = false;
+        if (this.dueAt !== 0 && this.dueAt <= Date.now()) this.dueAt = 0;
+        metrics.webhookOutboxPolls.inc();
+        const { taken, nextDueMs } = await drainOutbox(db.sql, DRAIN_BATCH);
+        if (taken >= DRAIN_BATCH) continue;
+        quiet = taken > 0 ? DRAIN_INTERVAL_MS : Math.min(SAFETY_POLL_MS, quiet * 2);
+        // A row due later (or one other drains are taking now) sets the next poll, never sooner than DRAIN_INTERVAL_MS.
+        await this.sleep(nextDueMs === null ? quiet : Math.min(quiet, Math.max(DRAIN_INTERVAL_MS, nextDueMs)));
       } catch (err) {
         if (this.stopped) break;
         log.warn({ err }, 'webhooks: the outbox drain failed; trying again');

@@ -492,6 +492,8 @@ async function main(): Promise<number> {
     DATABASE_URL: db.url,
     FUNCTIONS_DIR: functionsDir(dataDir),
     WS_MAX_CONNECTIONS_PER_IP: '5000',
+    // BENCH_WORKER=false: a service that runs no job (webhook-write-cost then measures the writers with deliveries paused).
+    ...(process.env.BENCH_WORKER === 'false' ? { BENCH_WORKER: 'false' } : {}),
   });
   const profArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
   // --expose-gc only lets the driver ask for a full GC: once at the start, and at the end (what the heap retains).

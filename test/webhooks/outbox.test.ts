@@ -6,10 +6,13 @@
  * naming every matching webhook), nothing left by a rolled-back write, a 300-row statement
  * handed over in one or two add_jobs calls (counted on a real LISTEN of `jobs:insert`) and
  * delivered once per webhook; and the due-check of every
- * attempt: a job run again after a crash does not post its attempt twice.
+ * attempt: a job run again after a crash does not post its attempt twice. And the drain's
+ * sleep: idle, it runs (almost) no statement; a writer wakes it with one NOTIFY when no due
+ * row waits, none when one does (docs/decisions/0302-the-outbox-drain-sleeps-until-woken.md).
  */
 import t from 'tap';
 import { startApp } from '../helpers/app.ts';
+import { parseMetrics, sample } from '../helpers/metrics.ts';
 import { createHook, deliveries, pendingDeliveries, startReceiver, waitFor } from './helpers.ts';
 
 t.test('the outbox', async (t) => {
@@ -106,6 +109,8 @@ t.test('the outbox', async (t) => {
       return { d: d.id, w: second.id, n: 1, e: 'INSERT', t: 'items', c: d.created_at, b: r.raw.toString('utf8'), r: null };
     });
     t.same(log.map((d: any) => d.state).sort(), ['delivered', 'pending'], 'one delivered, one waiting for its retry (an hour away)');
+    // The first webhook's two deliveries too (another job, which may come later), before counting.
+    await waitFor('the first webhook\'s two', () => rx.received.slice(before).filter((r) => r.path === '/first').length >= 2);
     const sent = rx.received.length;
     // The crash: the first attempts' job comes back, as after a worker died between recording and completing it,
     // both as the drain writes a job (a batch) and as one attempt each.
@@ -118,5 +123,64 @@ t.test('the outbox', async (t) => {
     t.equal(rx.received.length, sent, 'neither attempt was posted again');
     const after = (await deliveries(app, second.id, 10)).filter((d: any) => ids.includes(d.id));
     t.same(after.map((d: any) => d.attempts.length), [1, 1], 'and nothing new was logged');
+  });
+  await t.test('the drain sleeps until a writer wakes it, and a writer wakes it only when no due row waits', async (t) => {
+    const wakes: string[] = [];
+    const listening = await sql.listen('plinth_webhooks', (payload) => wakes.push(payload));
+    t.teardown(() => listening.unlisten());
+    const polls = async () => sample(parseMetrics((await app.call('GET', '/metrics', { token: app.serviceKey })).body), 'plinth_webhook_outbox_polls_total');
+    // What is left of the earlier tests: one retry an hour away, not due.
+
+    // Idle: after the last work its polls thin out to the safety poll (every 5 s). Seen over a
+    // window (not a time asserted): with a 20 ms poll this was about 100 statements.
+    await new Promise((r) => setTimeout(r, 2500));
+    const p0 = await polls();
+    await new Promise((r) => setTimeout(r, 2000));
+    const idle = (await polls()) - p0;
+    t.ok(idle <= 1, `idle for 2 s, the drain polled ${idle} time(s)`);
+
+    // An empty outbox: the writer's commit wakes the drains, once for a statement of three rows.
+    wakes.length = 0;
+    const before = rx.on('/first').length;
+    await sql`insert into public.items select g, 'wake' from generate_series(2000, 2002) g`;
+    await waitFor('the wake-up', () => wakes.length >= 1);
+    await waitFor('the three deliveries', () => rx.on('/first').length - before >= 3);
+    // A marker from this session after it: notifications arrive in commit order.
+    await sql`select pg_notify('plinth_webhooks', 'marker')`;
+    await waitFor('the marker', () => wakes.includes('marker'));
+    t.same(wakes, ['', 'marker'], 'one wake-up for the statement');
+
+    // A due row waits (committed, held by a transaction that is not a drain): the writer sends no wake-up.
+    wakes.length = 0;
+    let release: () => void = () => {};
+    const released = new Promise<void>((r) => (release = r));
+    const held = new Promise<void>((heldIt, failed) => {
+      const attempt = async (): Promise<void> => {
+        const [{ id }] = await sql<{ id: string }[]>`insert into webhooks_private.outbox (hooks, event, table_name, created_at, body)
+          values (array[${first.id}::uuid], 'INSERT', 'items', now(), '{}') returning id::text`;
+        let taken = false;
+        await sql.begin(async (tx) => {
+          // A drain may have taken it between the two statements: then add another.
+          const rows = await tx`select 1 from webhooks_private.outbox where id = ${id}::bigint for update`;
+          if (rows.length === 0) return;
+          taken = true;
+          heldIt();
+          await released;
+          await tx`delete from webhooks_private.outbox where id = ${id}::bigint`;
+        });
+        if (!taken) return attempt();
+      };
+      attempt().catch(failed);
+    });
+    await held;
+    const before2 = rx.on('/first').length;
+    await sql`insert into public.items values (2010, 'no wake-up')`;
+    await sql`select pg_notify('plinth_webhooks', 'marker')`;
+    await waitFor('the marker', () => wakes.includes('marker'));
+    t.same(wakes, ['marker'], 'no wake-up from a writer that saw a due row waiting');
+    release();
+    // Delivered all the same: by the drain that polls while a due row waits (or the safety poll).
+    await waitFor('the delivery', () => rx.on('/first').length - before2 >= 1, 20_000);
+    t.ok(rx.on('/first').some((r) => r.body.record?.id === 2010), 'the change is delivered without a wake-up');
   });
 });
