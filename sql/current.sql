@@ -1,4 +1,1 @@
 -- Enter migration here
---!include webhooks/outbox.sql
---!include webhooks/enqueue.sql
---!include webhooks/deliveries.sql
