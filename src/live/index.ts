@@ -2,9 +2,11 @@
  * Live queries, broadcast and presence over WebSocket (docs/api/live.md).
  *
  * - `GET /ws/{query_id}` (upgrade): every refusal is an HTTP response before the upgrade
- *   with an `{error}` body. Then `{type: subscribed, query_id, client_id}` and what
- *   PostgreSQL sends for the subscription (delta, invalidated, overflow) on LIVE_CHANNEL,
- *   plus broadcast and presence of the channel `query_id`.
+ *   with an `{error}` body. Then `{type: subscribed, query_id, client_id, snapshot: true}`
+ *   and what PostgreSQL sends for the subscription (delta, invalidated, overflow) on
+ *   LIVE_CHANNEL, plus broadcast and presence of the channel `query_id`. A client's
+ *   `{type: snapshot}` is answered with the stored result and the seq it is at, which a
+ *   resume starts from (decision 0300).
  * - `GET /ws/_presence/{channel}`: client_id → last state, over every instance.
  * - Credentials of the upgrade: `Authorization: Bearer`, then the `Sec-WebSocket-Protocol`
  *   entry `base64url.bearer.<token, base64url>` (the way a browser can send a token without
