@@ -5,8 +5,11 @@
  * `Sec-WebSocket-Protocol` header (subprotocols `plinth` and `base64url.bearer.<token>`),
  * never in the URL, where proxies and servers log it; a refreshed token is sent on the open
  * socket as `{type: auth, token}`, so the socket outlives the token it opened with (the
- * server closes a socket with 4001 when its token expires). Deltas are applied; a `seq` gap, an
- * `overflow` or an `invalidated` calls the caller's `refetch()` and replaces the rows.
+ * server closes a socket with 4001 when its token expires). Deltas are applied. The whole
+ * result is loaded after each `subscribed`, a `seq` gap and an `overflow`: from the service
+ * (`{type: snapshot}`, answered with its stored result and the seq it is at, so a delta the
+ * result already holds is dropped by its seq: decision 0300) when `subscribed` says it
+ * can, else through the caller's `refetch()`; an `invalidated` calls `refetch()`.
  * Broadcast and presence ride on the same connection (the channel is the query id).
  */
 import { PlinthError, networkError, type Fetch } from './http.ts';
@@ -160,13 +163,20 @@ export class LiveQuery {
   private fetching: Promise<void> | null = null;
   private fetchAgain = false;
   private pending: Delta[] = [];
+  /** The service sends its stored result on request (`subscribed` with `snapshot: true`). */
+  private serverSnapshots = false;
+  /** A snapshot was asked for: deltas (and overflows) wait in `held` until it comes. */
+  private awaiting = false;
+  private held: Array<{ seq: number; delta: Delta | null }> = [];
   private tracked: Record<string, unknown> | null = null;
   private presenceMap: PresenceMap = {};
   private presenceTouched = new Set<string>();
   private _status: LiveStatus = 'connecting';
   private _clientId: string | null = null;
-  /** How many times `refetch` ran (initial load, gaps, overflows, invalidations). */
+  /** How many times `refetch` ran (initial load, gaps, overflows, invalidations, without snapshots from the service). */
   refetches = 0;
+  /** How many times the result was loaded from the service's snapshot (the same events, from a service that sends one). */
+  snapshots = 0;
 
   constructor(queryId: string, deps: LiveDeps, opts: LiveOptions = {}) {
     this.queryId = queryId;
@@ -317,20 +327,36 @@ export class LiveQuery {
       this._clientId = typeof msg.client_id === 'string' ? msg.client_id : null;
       this.attempt = 0;
       this.seq.reset();
+      this.serverSnapshots = msg.snapshot === true;
+      this.awaiting = false;
+      this.held = [];
       this.presenceMap = {};
       this.presenceTouched = new Set();
       this.setStatus('subscribed');
       if (this.tracked) this.send({ type: 'presence', state: this.tracked });
       void this.loadPresence(token);
-      void this.refetch();
+      this.reload();
       return;
     }
     if (type === undefined && typeof msg.seq === 'number') {
-      this.onDelta(msg as unknown as Delta);
+      if (this.awaiting) this.held.push({ seq: msg.seq, delta: msg as unknown as Delta });
+      else this.onDelta(msg as unknown as Delta);
+      return;
+    }
+    if (type === 'snapshot') {
+      this.onSnapshot(msg);
+      return;
+    }
+    if (type === 'overflow' && this.awaiting) {
+      if (typeof msg.seq === 'number') this.held.push({ seq: msg.seq, delta: null });
       return;
     }
     if (type === 'invalidated' || type === 'overflow') {
       if (typeof msg.seq === 'number') this.seq.next(msg.seq);
+      if (type === 'overflow' && this.serverSnapshots) {
+        this.requestSnapshot();
+        return;
+      }
       if (type === 'overflow') {
         this.set.replace([]);
       }
@@ -360,7 +386,7 @@ export class LiveQuery {
     const what = this.seq.next(d.seq);
     if (what === 'old') return;
     if (what === 'gap') {
-      void this.refetch();
+      this.reload();
       return;
     }
     if (this.fetching) {
@@ -369,6 +395,57 @@ export class LiveQuery {
     }
     this.set.apply(d);
     this.emit('change', this.rows);
+  }
+
+  /** Load the whole result: the service's snapshot when it sends one, else `refetch`. */
+  private reload(): void {
+    if (this.serverSnapshots) this.requestSnapshot();
+    else void this.refetch();
+  }
+
+  /**
+   * Ask the service for its stored result. What arrives until it comes waits: the result is
+   * read after the request, so a delta it already holds has a seq at most its seq.
+   */
+  private requestSnapshot(): void {
+    if (this.awaiting) return; // the answer on its way is read after everything held so far
+    if (!this.send({ type: 'snapshot' })) return; // the socket went: the next `subscribed` loads
+    this.awaiting = true;
+  }
+
+  /** The service's stored result at `seq`: it replaces the rows, then what waited with a later seq applies. */
+  private onSnapshot(msg: Record<string, unknown>): void {
+    if (!this.awaiting) return;
+    this.awaiting = false;
+    const held = this.held.sort((a, b) => a.seq - b.seq);
+    this.held = [];
+    if (!Array.isArray(msg.rows) || typeof msg.seq !== 'number') {
+      // Nothing stored to send (notify mode, the database away): the caller's refetch loads it.
+      this.serverSnapshots = false;
+      for (const h of held) this.seq.next(h.seq);
+      void this.refetch();
+      return;
+    }
+    this.snapshots++;
+    this.set.replace(msg.rows as Row[]);
+    this.seq.last = msg.seq;
+    for (const [i, h] of held.entries()) {
+      if (h.delta === null) {
+        if (h.seq <= msg.seq) continue;
+        // An overflow after the snapshot: load again, and what followed it waits for that.
+        this.seq.next(h.seq);
+        this.requestSnapshot();
+        this.held = held.slice(i + 1);
+        break;
+      }
+      this.onDelta(h.delta);
+      if (this.awaiting) {
+        // A gap: a new snapshot was asked for; the rest waits for it.
+        this.held = held.slice(i + 1);
+        break;
+      }
+    }
+    if (!this.closed) this.emit('change', this.rows);
   }
 
   /** The presence map the channel had before this connection joined. */

@@ -140,3 +140,12 @@ export async function groupOf(sql: Sql, queryId: string, role: string, claims: s
   const [row]: [{ id: string | null }?] = await sql`select live_private.group_of(${queryId}, ${role}, ${claims}::text::jsonb)::text as id`;
   return row?.id ?? null;
 }
+
+/**
+ * A delta-mode subscription's stored result (or its group's, `groupId`) as JSON text and
+ * the seq it is at, read together; null when there is none to send.
+ */
+export async function storedResult(sql: Sql, queryId: string, groupId: string | null): Promise<{ seq: number; rows: string } | null> {
+  const [row]: [{ seq: string; rows: string }?] = await sql`select seq::text, rows from live_private.stored_result(${queryId}, ${groupId}::bigint)`;
+  return row ? { seq: Number(row.seq), rows: row.rows } : null;
+}

@@ -2,9 +2,11 @@
  * Live queries, broadcast and presence over WebSocket (docs/api/live.md).
  *
  * - `GET /ws/{query_id}` (upgrade): every refusal is an HTTP response before the upgrade
- *   with an `{error}` body. Then `{type: subscribed, query_id, client_id}` and what
- *   PostgreSQL sends for the subscription (delta, invalidated, overflow) on LIVE_CHANNEL,
- *   plus broadcast and presence of the channel `query_id`.
+ *   with an `{error}` body. Then `{type: subscribed, query_id, client_id, snapshot: true}`
+ *   and what PostgreSQL sends for the subscription (delta, invalidated, overflow) on
+ *   LIVE_CHANNEL, plus broadcast and presence of the channel `query_id`. A client's
+ *   `{type: snapshot}` is answered with the stored result and the seq it is at, which a
+ *   resume starts from (decision 0300).
  * - `GET /ws/_presence/{channel}`: client_id → last state, over every instance.
  * - Credentials of the upgrade: `Authorization: Bearer`, then the `Sec-WebSocket-Protocol`
  *   entry `base64url.bearer.<token, base64url>` (the way a browser can send a token without
@@ -139,6 +141,12 @@ export class LiveService {
   /** Groups admitted into and not yet connected (id → when), kept in the membership meanwhile. */
   private readonly pendingGroups = new Map<string, number>();
   private pendingLeaves: Array<() => Promise<void>> = [];
+  /**
+   * Test hook: while not null, subscription messages from PostgreSQL wait here instead of
+   * reaching the sockets (a delta held back past a client's resume); `releaseDeltas()`
+   * delivers them in the order they came.
+   */
+  heldDeltas: Array<[payload: string, arrivedAt: number]> | null = null;
 
   constructor(deps: Deps) {
     this.deps = deps;
@@ -243,9 +251,19 @@ export class LiveService {
     }
   }
 
-  private onDelta(payload: string): void {
-    const arrivedAt = performance.now();
-    this.deps.metrics.liveNotifies.inc();
+  /** Test hook: deliver the messages held by `heldDeltas` and hold no more. */
+  releaseDeltas(): void {
+    const held = this.heldDeltas ?? [];
+    this.heldDeltas = null;
+    for (const [payload, arrivedAt] of held) this.onDelta(payload, arrivedAt, false);
+  }
+
+  private onDelta(payload: string, arrivedAt = performance.now(), count = true): void {
+    if (this.heldDeltas !== null) {
+      this.heldDeltas.push([payload, arrivedAt]);
+      return;
+    }
+    if (count) this.deps.metrics.liveNotifies.inc();
     // `<gid>|<message>`: a message of one group of an `as: subscriber` subscription.
     let route: string | null = null;
     const bar = payload.charCodeAt(0) === 123 /* { */ ? -1 : payload.indexOf('|');
@@ -492,6 +510,24 @@ export class LiveService {
     ws.on('pong', () => {
       client.alive = true;
     });
+    // One snapshot read in flight per socket; requests meanwhile are answered by one more.
+    let snapshotRunning = false;
+    let snapshotAgain = false;
+    const snapshot = async () => {
+      if (snapshotRunning) {
+        snapshotAgain = true;
+        return;
+      }
+      snapshotRunning = true;
+      try {
+        do {
+          snapshotAgain = false;
+          await this.sendSnapshot(client, admission.groupId);
+        } while (snapshotAgain && ws.readyState === ws.OPEN);
+      } finally {
+        snapshotRunning = false;
+      }
+    };
     ws.on('message', (data, isBinary) => {
       if (isBinary) return;
       let msg: { type?: unknown; payload?: unknown; state?: unknown };
@@ -501,6 +537,10 @@ export class LiveService {
         return;
       }
       if (msg === null || typeof msg !== 'object') return;
+      if (msg.type === 'snapshot') {
+        void snapshot();
+        return;
+      }
       if (msg.type === 'auth') {
         const token = (msg as { token?: unknown }).token;
         void reauthenticate(typeof token === 'string' ? token : '');
@@ -539,7 +579,28 @@ export class LiveService {
         });
       }
     });
-    this.hub.send(client, JSON.stringify({ type: 'subscribed', query_id: channel, client_id: client.id }));
+    // `snapshot: true`: this service answers `{type: snapshot}` with the stored result (decision 0300).
+    this.hub.send(client, JSON.stringify({ type: 'subscribed', query_id: channel, client_id: client.id, snapshot: true }));
+  }
+
+  /**
+   * The answer to a client's `{type: snapshot}`: the subscription's (or its group's) stored
+   * result and the seq it is at, read in one statement after the request arrived. The socket
+   * was in the hub before, so every change the result does not hold reaches it as a message
+   * with a higher seq, and those it holds come with a seq at most this one (the client drops
+   * them). `rows: null` when there is nothing to send (notify mode, the database away): the
+   * client loads the result itself then.
+   */
+  private async sendSnapshot(client: Client, groupId: string | null): Promise<void> {
+    const queryId = JSON.stringify(client.channel);
+    let text = `{"type":"snapshot","query_id":${queryId},"seq":null,"rows":null}`;
+    try {
+      const stored = await q.storedResult(this.sql, client.channel, groupId);
+      if (stored !== null) text = `{"type":"snapshot","query_id":${queryId},"seq":${stored.seq},"rows":${stored.rows}}`;
+    } catch (err) {
+      this.deps.log.debug({ err, client: client.id }, 'live: stored result unavailable for a snapshot');
+    }
+    this.hub.send(client, text);
   }
 
   /**

@@ -2,7 +2,7 @@
 /**
  * `client.live()` in a real browser (issue 16 §7, interface §4.9, §6.2, contract §5): a
  * live query's deltas arrive in the page and are applied to its rows; a missed delta (a
- * `seq` gap, made by dropping one frame in the page) is healed by the caller's `refetch`;
+ * `seq` gap, made by dropping one frame in the page) is healed by the service's snapshot;
  * broadcast and presence between two tabs. Skipped (with the reason) only while the live
  * area is not part of this build: 404 `not found` on its route.
  */
@@ -90,18 +90,18 @@ async function run() {
   site.app = { url: app.url, anonKey: app.anonKey };
   const ctx = await launch(t);
 
-  await t.test('deltas arrive in the page; a seq gap is healed by refetch', async (t) => {
+  await t.test('deltas arrive in the page; a seq gap is healed by a snapshot', async (t) => {
     const page = await openPage(ctx, site.origin);
     await installLive(page, 'items_live');
-    await until(page, () => (window as W).q.status === 'subscribed' && (window as W).q.refetches === 1 && (window as W).q.rows.length === 1);
-    t.same(await titles(page), ['first'], 'initial rows from refetch');
+    await until(page, () => (window as W).q.status === 'subscribed' && (window as W).q.snapshots === 1 && (window as W).q.rows.length === 1);
+    t.same(await titles(page), ['first'], "initial rows from the service's snapshot");
     t.match(await page.evaluate(() => (window as W).socketUrls[0]), /\/ws\/items_live$/, 'the URL carries no token');
     t.same(await page.evaluate(() => (window as W).socketProtocols), ['plinth'], 'the browser sent it in Sec-WebSocket-Protocol; the server chose plinth');
 
     await sql`insert into public.items values (2, 'second')`;
     await until(page, () => (window as W).q.rows.length === 2);
     t.same(await titles(page), ['first', 'second'], 'a delta was applied');
-    t.equal(await page.evaluate(() => (window as W).q.refetches), 1, 'without a refetch');
+    t.equal(await page.evaluate(() => (window as W).q.snapshots), 1, 'without loading again');
 
     await sql`update public.items set title = 'second, edited' where id = 2`;
     await until(page, () => (window as W).q.rows.some((r: any) => r.title === 'second, edited'));
@@ -114,7 +114,8 @@ async function run() {
     await sql`insert into public.items values (4, 'fourth')`;
     await until(page, () => (window as W).q.rows.length === 4);
     t.same(await titles(page), ['first', 'fourth', 'second, edited', 'third (its delta is lost)'], 'the gap was healed');
-    t.equal(await page.evaluate(() => (window as W).q.refetches), 2, 'by one refetch');
+    t.equal(await page.evaluate(() => (window as W).q.snapshots), 2, 'by one snapshot');
+    t.equal(await page.evaluate(() => (window as W).q.refetches), 0, 'never a refetch over REST');
     await sql`delete from public.items where id = 1`;
     await until(page, () => (window as W).q.rows.length === 3);
     t.notOk((await titles(page)).includes('first'), 'a delete');

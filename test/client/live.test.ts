@@ -82,6 +82,7 @@ async function scriptedServer(t: { teardown(fn: () => unknown): void }) {
   const conns: Conn[] = [];
   const presenceCalls: Record<string, string | undefined>[] = [];
   let refuse = false;
+  let snapshots = false;
   let attempts = 0;
   app.get('/ws/_presence/:channel', async (req) => {
     presenceCalls.push({ authorization: req.headers.authorization, apikey: req.headers.apikey as string | undefined });
@@ -97,7 +98,8 @@ async function scriptedServer(t: { teardown(fn: () => unknown): void }) {
     }
     conns.push(conn);
     socket.on('message', (m: Buffer) => conn.frames.push(JSON.parse(m.toString())));
-    socket.send(JSON.stringify({ type: 'subscribed', query_id: (req.params as { id: string }).id, client_id: `client-${conns.length}` }));
+    const subscribed = { type: 'subscribed', query_id: (req.params as { id: string }).id, client_id: `client-${conns.length}` };
+    socket.send(JSON.stringify(snapshots ? { ...subscribed, snapshot: true } : subscribed));
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   t.teardown(() => app.close());
@@ -111,6 +113,10 @@ async function scriptedServer(t: { teardown(fn: () => unknown): void }) {
     },
     set refuse(v: boolean) {
       refuse = v;
+    },
+    /** `subscribed` says the server answers `{type: snapshot}` (plinth's does, decision 0300). */
+    set snapshots(v: boolean) {
+      snapshots = v;
     },
     send(msg: unknown, i = conns.length - 1) {
       conns[i].socket.send(JSON.stringify(msg));
@@ -258,6 +264,61 @@ t.test('LiveQuery over a real WebSocket', async (t) => {
   await waitFor(() => srv.conns.filter((c) => c.token === 'witness').length === 2 && w.status === 'subscribed', 'the witness reconnected');
   t.equal(srv.attempts, attempts + 2, 'no reconnect after close (the two attempts are the witness\'s)');
   w.close();
+});
+
+t.test('a service that sends snapshots: the result and its seq, deltas it holds dropped, later ones applied', async (t) => {
+  const srv = await scriptedServer(t);
+  srv.snapshots = true;
+  let table: Row[] = [{ id: 1 }];
+  const q = new LiveQuery(
+    'todos',
+    { url: srv.url, fetch: (i, init) => fetch(i, init), anonKey: 'ANON', getToken: async () => 'token' },
+    { minDelayMs: 10, maxDelayMs: 40, refetch: async () => ({ data: table.map((r) => ({ ...r })), error: null }) },
+  );
+  t.teardown(() => q.close());
+  const asked = (n: number) => srv.conns.at(-1)!.frames.filter((f) => f.type === 'snapshot').length === n;
+  await waitFor(() => q.status === 'subscribed' && asked(1), 'the snapshot asked for after subscribed');
+  // Deltas sent before the answer: seq 3 is in the snapshot (seq 4), seq 5 is not.
+  srv.send({ query_id: 'todos', seq: 3, inserted: [{ id: 3 }], deleted: [] });
+  srv.send({ query_id: 'todos', seq: 5, inserted: [{ id: 5 }], deleted: [] });
+  srv.send({ type: 'snapshot', query_id: 'todos', seq: 4, rows: [{ id: 1 }, { id: 3 }, { id: 4 }] });
+  await waitFor(() => q.snapshots === 1 && q.rows.length === 4, 'the snapshot and the delta after it');
+  t.same(q.rows, [{ id: 1 }, { id: 3 }, { id: 4 }, { id: 5 }], 'seq 3 (held by the snapshot) dropped, seq 5 applied');
+  srv.send({ query_id: 'todos', seq: 5, inserted: [{ id: 55 }], deleted: [] });
+  srv.send({ query_id: 'todos', seq: 6, inserted: [{ id: 6 }], deleted: [] });
+  await waitFor(() => q.rows.length === 5, 'seq 6');
+  t.notOk(q.rows.some((r) => r.id === 55), 'a seq already applied is ignored');
+
+  // A gap asks for a snapshot again; a delta that comes before its answer waits for it.
+  srv.send({ query_id: 'todos', seq: 8, inserted: [{ id: 8 }], deleted: [] });
+  await waitFor(() => asked(2), 'a snapshot asked for at the gap');
+  srv.send({ query_id: 'todos', seq: 9, inserted: [{ id: 9 }], deleted: [] });
+  srv.send({ type: 'snapshot', query_id: 'todos', seq: 8, rows: [{ id: 7 }, { id: 8 }] });
+  await waitFor(() => q.snapshots === 2 && q.rows.length === 3, 'the gap healed');
+  t.same(q.rows, [{ id: 7 }, { id: 8 }, { id: 9 }]);
+
+  // An overflow asks for a snapshot; one that comes while a snapshot is awaited and is newer
+  // than it asks again.
+  srv.send({ type: 'overflow', query_id: 'todos', seq: 10, fetch: true });
+  await waitFor(() => asked(3), 'a snapshot asked for at the overflow');
+  srv.send({ type: 'overflow', query_id: 'todos', seq: 11, fetch: true });
+  srv.send({ type: 'snapshot', query_id: 'todos', seq: 10, rows: [{ id: 10 }] });
+  await waitFor(() => asked(4), 'asked again for the later overflow');
+  srv.send({ type: 'snapshot', query_id: 'todos', seq: 11, rows: [{ id: 11 }] });
+  await waitFor(() => q.snapshots === 4, 'the second answer');
+  t.same(q.rows, [{ id: 11 }]);
+  t.equal(q.refetches, 0, 'never loaded through refetch');
+
+  // A service with nothing stored to send (rows null): the caller's refetch loads instead.
+  table = [{ id: 12 }];
+  srv.send({ type: 'overflow', query_id: 'todos', seq: 12, fetch: true });
+  await waitFor(() => asked(5), 'asked at the overflow');
+  srv.send({ type: 'snapshot', query_id: 'todos', seq: null, rows: null });
+  await waitFor(() => q.refetches === 1 && q.rows.length === 1 && q.rows[0].id === 12, 'refetched');
+  srv.send({ query_id: 'todos', seq: 13, inserted: [{ id: 13 }], deleted: [] });
+  await waitFor(() => q.rows.length === 2, 'deltas go on after it');
+  t.same(q.rows, [{ id: 12 }, { id: 13 }]);
+  q.close();
 });
 
 t.test('refused connections are retried with backoff until closed', async (t) => {
