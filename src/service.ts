@@ -10,7 +10,7 @@ import type { RuntimeConfig } from './core/config.ts';
 import { Credentials } from './core/credentials.ts';
 import type { Area, Deps } from './core/area.ts';
 import { Db } from './core/db.ts';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { InstanceRegistry, instanceName } from './core/instances.ts';
 import { buildHttp, inFlightRequests, cutRequests } from './core/http.ts';
 import type { Logger } from './core/log.ts';
@@ -29,6 +29,9 @@ import { storageArea } from './storage/index.ts';
 import { siteArea } from './site/index.ts';
 import { opsArea } from './ops/index.ts';
 import { dashboardArea } from './dashboard/index.ts';
+
+// Not an ESM import of node:http: that loads Node's bundled undici (see src/core/http.ts).
+const { createServer } = process.getBuiltinModule('node:http');
 
 export type { Area, Deps };
 

@@ -25,12 +25,15 @@
  * its own backoff) only when the database cannot be reached.
  */
 import { createHmac } from 'node:crypto';
-import http from 'node:http';
+import type { ClientRequest } from 'node:http';
 import https from 'node:https';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
 import { hooks as spanHooks } from '../core/spans.ts';
 import { beginAttempts, recordAttempts, requeueAttempt, type AttemptRecord, type BeginAttempt } from './db.ts';
+
+// Not an ESM import of node:http: that loads Node's bundled undici (see src/core/http.ts).
+const http = process.getBuiltinModule('node:http');
 
 export const USER_AGENT = 'service-webhooks/1.0';
 
@@ -104,7 +107,7 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
       resolve({ statusCode: null, error: 'interrupted', interrupted: true });
       return;
     }
-    let req: http.ClientRequest;
+    let req: ClientRequest;
     try {
       const u = new URL(url);
       const mod = u.protocol === 'https:' ? https : http;

@@ -42,6 +42,11 @@ t.test('Dockerfile', async (t) => {
   t.equal(argv[0], 'node', 'CMD in exec form runs node itself: docker stop reaches the service');
   t.same(argv.slice(1, -1), startFlags(), "with npm start's flags");
   t.equal(argv.at(-1), 'src/main.ts');
+  // The compile cache is filled at build time by a start with the CMD's flags (Node keeps one per flag set).
+  const warm = runtime.find((i) => i.op === 'RUN' && /\bsrc\/main\.ts\b/.test(i.args));
+  t.ok(warm, 'the compile cache is filled at build time');
+  t.ok(warm!.args.includes(argv.slice(0, -1).join(' ') + ' src/main.ts'), `with the CMD's flags (${warm?.args})`);
+  t.ok(runtime.some((i) => i.op === 'ENV' && /NODE_COMPILE_CACHE=/.test(i.args)), 'NODE_COMPILE_CACHE set for the run');
   const health = runtime.find((i) => i.op === 'HEALTHCHECK');
   t.match(health?.args, /\/ready/, 'a health check on readiness');
   t.ok(runtime.some((i) => i.op === 'COPY' && /--from=/.test(i.args)), 'dependencies copied from the build stage');

@@ -8,6 +8,9 @@
  */
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startFlags } from '../../scripts/start-flags.ts';
 
 const MB = 2 ** 20;
@@ -55,4 +58,26 @@ t.test('npm start caps the young generation, and Node honours it', async (t) => 
   // Two semi-spaces of the cap, and a page or two of slack.
   t.ok(capped <= (2 * semiMb + 4) * MB, `grown new space with the flags: ${(capped / MB).toFixed(1)} MB (cap ${semiMb} MB a semi-space)`);
   t.ok(uncapped > capped, `grown new space without the cap: ${(uncapped / MB).toFixed(1)} MB (what the cap guards against)`);
+});
+
+t.test('src/main.ts re-executes itself with the compile cache: a second start runs without the type stripper', async (t) => {
+  const tmp = mkdtempSync(join(tmpdir(), 'plinth-cc-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const main = new URL('../../src/main.ts', import.meta.url).pathname;
+  // Whether Node's TypeScript stripper (amaro) was loaded, printed as the process exits.
+  const probe = `--import=data:text/javascript,process.on('exit',()=>process.stderr.write('stripper:'+process.moduleLoadList.some((m)=>m.includes('amaro'))+'\\n'))`;
+  // An invalid PORT stops the start at the configuration check, after every module of a start loaded.
+  const start = (extra: Record<string, string>) => {
+    try {
+      execFileSync(process.execPath, [...flags, probe, main], { env: { PATH: process.env.PATH ?? '', TMPDIR: tmp, PORT: 'none', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', ...extra }, encoding: 'utf8', stdio: 'pipe' });
+      return 'exited 0';
+    } catch (err) {
+      return String((err as { stderr: string }).stderr);
+    }
+  };
+  t.match(start({}), /PORT must be/, 'the first start fills the cache');
+  t.ok(readdirSync(join(tmp, 'plinth-compile-cache')).length > 0, 'in plinth-compile-cache under the temporary folder');
+  const warm = start({});
+  t.match(warm, /stripper:false/, 'the second start strips nothing');
+  t.match(start({ NODE_DISABLE_COMPILE_CACHE: '1' }), /stripper:true/, 'without the cache the stripper loads (what the cache saves)');
 });

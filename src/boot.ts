@@ -1,0 +1,183 @@
+/**
+ * Boot: config → (embedded PostgreSQL) → migrations → HTTP + worker. Owns shutdown
+ * (docs/operations.md): on SIGTERM/SIGINT `/ready` answers 503 at once, the listener goes on
+ * accepting for SHUTDOWN_GRACE_MS, then stops accepting and drains; then the worker stops
+ * (jobs in flight are handed back), the pools end, a base backup in progress is abandoned,
+ * the embedded server stops, exit 0. The drain is bounded: SHUTDOWN_TIMEOUT_MS after the grace, requests still running get 503
+ * `service shutting down`, function calls are aborted, in-flight statements cancelled and
+ * connections closed (one log line says how many requests were cut); if closing still has
+ * not finished 5 s later, exit 1.
+ */
+import { createHash } from 'node:crypto';
+import { flushCompileCache } from 'node:module';
+import { join } from 'node:path';
+import { portIsFree } from './core/ports.ts';
+import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
+import { originsFor } from './core/origins.ts';
+import { createLogger } from './core/log.ts';
+import { runAllMigrations } from './core/migrate.ts';
+import { checkDatabase } from './core/preflight.ts';
+import { startService, type Service } from './service.ts';
+import { setupToken } from './dashboard/index.ts';
+import type { Embedded } from './core/embedded.ts';
+import type { Backups } from './core/backup.ts';
+
+/** A start-up problem the operator must fix: one line, no stack. */
+class StartError extends Error {
+  override name = 'StartError';
+}
+
+/** The HTTP port, checked before anything starts (PostgreSQL, migrations, Deno). */
+async function portOrStop(config: RuntimeConfig): Promise<void> {
+  if (config.port === 0) return;
+  if (!(await portIsFree(config.port, config.host))) throw new StartError(`port ${config.port} on ${config.host} is in use: stop what uses it, or set PORT`);
+}
+
+async function loadOrExit(): Promise<RuntimeConfig> {
+  try {
+    return await loadConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(err.message + '\n');
+      process.exit(1);
+    }
+    throw err;
+  }
+}
+
+// As root in a folder the postgres user cannot enter, the embedded database lives elsewhere.
+const embeddedModule = process.env.DATABASE_URL ? null : await import('./core/embedded.ts');
+const movedDataDir = embeddedModule?.rootDataDir(process.env) ?? null;
+if (movedDataDir) process.env.DATA_DIR = movedDataDir;
+const config = await loadOrExit();
+const log = createLogger(config.logLevel, { development: config.devMode, format: config.logFormat });
+
+let embedded: Embedded | null = null;
+let service: Service | null = null;
+let backups: Backups | null = null;
+let stopping = false;
+
+async function shutdown(signal: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  // /ready turns 503 at once; the listener still accepts for SHUTDOWN_GRACE_MS, so that a
+  // load balancer notices before connections are refused.
+  service?.drain();
+  log.info({ signal, grace_ms: config.shutdownGraceMs }, 'shutting down: not ready; draining');
+  if (service && config.shutdownGraceMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownGraceMs));
+  // The deadline counts from the end of the grace.
+  const deadline = setTimeout(() => void cut(), config.shutdownTimeoutMs);
+  try {
+    await Promise.all([service?.close(), backups?.stop()]);
+    await embedded?.stop();
+    await backups?.close();
+  } catch (err) {
+    log.error({ err }, 'shutdown failed');
+    process.exit(1);
+  }
+  clearTimeout(deadline);
+  process.exit(0);
+}
+
+/** SHUTDOWN_TIMEOUT_MS passed with requests still in flight. */
+async function cut(): Promise<void> {
+  setTimeout(() => {
+    log.error('shutdown did not finish 5 s after its deadline; exiting');
+    process.exit(1);
+  }, 5000).unref();
+  const requests = (await service?.cut()) ?? 0;
+  log.warn({ requests, timeout_ms: config.shutdownTimeoutMs }, `shutdown deadline reached: ${requests} requests cut, in-flight statements cancelled`);
+}
+
+/** The first 8 hex digits of a key's SHA-256: enough to tell which key is in use, nothing to sign with. */
+function fingerprint(key: string): string {
+  return createHash('sha256').update(key).digest('hex').slice(0, 8);
+}
+
+/**
+ * The start-up lines on stdout. The keys themselves only at the embedded development
+ * start (docs/operations.md: DATABASE_URL unset), where stdout is a developer's terminal; any
+ * other start prints a fingerprint per key, since stdout is then usually a log collector
+ * and the service-role key bypasses every policy for ten years.
+ */
+function banner(url: string, embeddedUrl: string | null, setupLinkToken: string | null): string[] {
+  const keys =
+    embeddedUrl !== null
+      ? [`ANON_KEY=${config.anonKey}`, `SERVICE_ROLE_KEY=${config.serviceRoleKey}`]
+      : [
+          `ANON_KEY sha256:${fingerprint(config.anonKey)}`,
+          `SERVICE_ROLE_KEY sha256:${fingerprint(config.serviceRoleKey)}`,
+          `(keys are not printed when DATABASE_URL is set; compare yours with: printf %s "$KEY" | sha256sum | cut -c1-8)`,
+        ];
+  return [
+    `plinth listening on ${url}`,
+    ...(embeddedUrl !== null ? [`DATABASE_URL=${embeddedUrl}  (embedded PostgreSQL, data in ${config.dataDir})`] : []),
+    ...keys,
+    `allowed origins (CORS and WebSockets): ${originsFor(config).describe()}`,
+    ...(config.dashboardEnabled ? [`dashboard: ${url}/_/`] : []),
+    // The link is a credential, printed where the keys are (see above); elsewhere, how to get in.
+    ...(setupLinkToken !== null
+      ? embeddedUrl !== null
+        ? [`no dashboard admin yet: create one within the hour at ${url}/_/#/setup?token=${setupLinkToken}  (single use)`]
+        : ['no dashboard admin yet: sign in to the dashboard with the service-role key, or create a service_role account (POST /auth/v1/admin/users)']
+      : []),
+    ...(config.devMode ? [`development mode: JWT_SECRET is unset; a generated secret is kept in ${config.dataDir}`] : []),
+  ];
+}
+
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));
+
+try {
+  let databaseUrl = config.databaseUrl;
+  if (databaseUrl === null && embeddedModule) {
+    // One start per data folder, and the HTTP port checked before PostgreSQL starts.
+    const { claimDataDir, runningStart, startEmbedded } = embeddedModule;
+    const running = runningStart(config.dataDir);
+    if (running) throw new StartError(`plinth already runs here on :${running.port} (pid ${running.pid})`);
+    if (movedDataDir) process.stdout.write(`data folder: ${movedDataDir} (the postgres system user cannot enter ${process.cwd()}; set DATA_DIR to choose)\n`);
+    await portOrStop(config);
+    // BACKUP_DIR/wal, or with S3 the spool the service uploads from.
+    const walArchiveDir =
+      config.backupDir !== null ? join(config.backupDir, 'wal') : config.backupS3Prefix !== null ? (await import('./core/backup.ts')).walSpool(config.dataDir) : null;
+    embedded = await startEmbedded(config.dataDir, log, { walArchiveDir });
+    claimDataDir(config.dataDir, config.port);
+    databaseUrl = embedded.url;
+  } else {
+    await portOrStop(config);
+  }
+  if (databaseUrl === null) throw new Error('no database');
+  if (config.migrateOnStart) {
+    await runAllMigrations(config.databaseDirectUrl ?? databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
+  }
+  await checkDatabase(config.databaseDirectUrl ?? databaseUrl, config.anonymousRole);
+  service = await startService(config, log, { databaseUrl });
+  if (embedded && (config.backupDir !== null || config.backupS3Prefix !== null)) {
+    const { openBackupStore, scheduleBackups, walSpool } = await import('./core/backup.ts');
+    const { metrics } = service.deps;
+    backups = scheduleBackups({
+      store: (await openBackupStore(config))!,
+      spool: config.backupDir === null ? walSpool(config.dataDir) : null,
+      dataDir: config.dataDir,
+      adminUrl: embedded.adminUrl,
+      intervalMs: config.backupIntervalMs,
+      retentionDays: config.backupRetentionDays,
+      log,
+      onTaken: (b) => metrics.backupLast.set(Date.parse(b.stopped_at) / 1000),
+    });
+  }
+  const setup = config.dashboardEnabled ? await setupToken(service.db).catch(() => null) : null;
+  process.stdout.write(banner(service.url, embedded ? databaseUrl : null, setup).join('\n') + '\n');
+  // Node writes the compile cache at exit; written now, a service that is killed rather than
+  // stopped starts from it next time too (what loads later is written at exit).
+  flushCompileCache();
+} catch (err) {
+  // A problem the operator must fix (EmbeddedError, StartError) is one line, without a stack.
+  if (!(err instanceof Error && (err.name === 'EmbeddedError' || err.name === 'StartError'))) log.fatal({ err }, 'start failed');
+  process.stderr.write(`start failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  await service?.close().catch(() => {});
+  await backups?.stop().catch(() => {});
+  await embedded?.stop().catch(() => {});
+  await backups?.close().catch(() => {});
+  process.exit(1);
+}
