@@ -251,7 +251,7 @@ export function createForwarder(timeoutMs: number, cut: AbortSignal): Forwarder 
       const body = pending instanceof Promise ? await pending : pending;
       const call = new Call(reply, body);
       try {
-        dispatcher.dispatch({ origin, path: prefix + target.path, method: req.method as 'GET', headers: requestHeaders(req, target), body }, call);
+        dispatcher.dispatch({ origin, path: prefix + target.path, method: req.method, headers: requestHeaders(req, target), body }, call);
         await call.settled;
       } catch (err) {
         if (cut.aborted) throw ERRORS.shuttingDown();

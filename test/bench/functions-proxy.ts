@@ -67,7 +67,6 @@ async function run(ctx: RunContext): Promise<RunResult> {
     env: { PATH: process.env.PATH ?? '', TARGET_URL: ctx.edgeRuntimeUrl },
     execArgv: ctx.profileDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`],
   });
-  let proxyRequests = 0;
   try {
     const secs = ctx.quick ? 1 : 3;
     const sides = {
@@ -94,7 +93,7 @@ async function run(ctx: RunContext): Promise<RunResult> {
       }
     }
     const rate = { service: sum.service / rounds, proxy: sum.proxy / rounds, direct: sum.direct / rounds };
-    proxyRequests = (await proxy.child.stats()).requests;
+    const proxyRequests = (await proxy.child.stats()).requests;
     const cold = await coldStarts(ctx, ctx.quick ? 2 : 3);
     const coldMedian = [...cold].sort((a, b) => a - b)[Math.floor(cold.length / 2)];
     const toDirect = rate.direct > 0 ? rate.service / rate.direct : null;
