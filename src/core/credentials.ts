@@ -96,6 +96,20 @@ export class Credentials {
   }
 
   /**
+   * A token's credential, or null when it does not verify (for a check that drops a header
+   * rather than refuses the request): without a promise when it was verified before.
+   */
+  check(token: string): Credential | null | Promise<Credential | null> {
+    let hit: Credential | undefined;
+    try {
+      hit = this.#cached(token);
+    } catch {
+      return null;
+    }
+    return hit ?? this.verify(token).catch(() => null);
+  }
+
+  /**
    * The credential a request carries, or null when it carries none: without a promise when
    * its token was verified before (the hot path: every request of a client after its first).
    */

@@ -26,6 +26,33 @@ interface DurationSeries {
   count: number;
 }
 
+/** One edge function's calls: plinth_function_invocations_total, _errors_total, _timeouts_total and _duration_seconds. */
+export class FunctionSeries {
+  readonly labels: Record<string, string>;
+  invocations = 0;
+  errors = 0;
+  timeouts = 0;
+  readonly buckets = new Float64Array(SLOW_BUCKETS.length);
+  sum = 0;
+  count = 0;
+
+  constructor(name: string) {
+    this.labels = { function: name };
+  }
+
+  /** A call's time to the head of its answer. */
+  observe(seconds: number): void {
+    this.count++;
+    this.sum += seconds;
+    for (let i = 0; i < SLOW_BUCKETS.length; i++) {
+      if (seconds <= SLOW_BUCKETS[i]) {
+        this.buckets[i]++;
+        break;
+      }
+    }
+  }
+}
+
 type Sample = { value: number; labels: Record<string, string | number>; metricName?: string };
 
 /**
@@ -127,20 +154,11 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly functionInvocations = new Counter({ name: 'plinth_function_invocations_total', help: 'Edge function calls, by function', labelNames: ['function'] as const, registers: [this.registry] });
-  readonly functionErrors = new Counter({ name: 'plinth_function_errors_total', help: 'Edge function calls answered 5xx or not answered, by function', labelNames: ['function'] as const, registers: [this.registry] });
-  readonly functionTimeouts = new Counter({ name: 'plinth_function_timeouts_total', help: 'Edge function calls that timed out (504), by function', labelNames: ['function'] as const, registers: [this.registry] });
-  readonly functionDuration = new Histogram({
-    name: 'plinth_function_duration_seconds',
-    help: 'Edge function calls, from the request to the answer’s head, by function',
-    labelNames: ['function'] as const,
-    buckets: SLOW_BUCKETS,
-    registers: [this.registry],
-  });
-
   /** http_requests_total and http_request_duration_seconds, by method, then route, then status. */
   private readonly requests = new Map<string, Map<string, Map<number, RequestSeries>>>();
   private readonly durations = new Map<string, Map<string, DurationSeries>>();
+  /** The plinth_function_* series, by function name (functions of the catalog only). */
+  private readonly functions = new Map<string, FunctionSeries>();
   private readonly collectors: Array<() => void | Promise<void>> = [];
 
   constructor() {
@@ -167,6 +185,33 @@ export class Metrics {
       }
       return out;
     });
+    const perFunction = (name: string, help: string, count: (f: FunctionSeries) => number) =>
+      customMetric(this.registry, name, help, 'counter', () => [...this.functions.values()].map((f) => ({ value: count(f), labels: f.labels })));
+    perFunction('plinth_function_invocations_total', 'Edge function calls, by function', (f) => f.invocations);
+    perFunction('plinth_function_errors_total', 'Edge function calls answered 5xx or not answered, by function', (f) => f.errors);
+    perFunction('plinth_function_timeouts_total', 'Edge function calls that timed out (504), by function', (f) => f.timeouts);
+    customMetric(this.registry, 'plinth_function_duration_seconds', 'Edge function calls, from the request to the answer’s head, by function', 'histogram', () => {
+      const out: Sample[] = [];
+      const name = 'plinth_function_duration_seconds';
+      for (const f of this.functions.values()) {
+        let cumulative = 0;
+        SLOW_BUCKETS.forEach((le, i) => {
+          cumulative += f.buckets[i];
+          out.push({ value: cumulative, labels: { ...f.labels, le }, metricName: `${name}_bucket` });
+        });
+        out.push({ value: f.count, labels: { ...f.labels, le: '+Inf' }, metricName: `${name}_bucket` });
+        out.push({ value: f.sum, labels: f.labels, metricName: `${name}_sum` });
+        out.push({ value: f.count, labels: f.labels, metricName: `${name}_count` });
+      }
+      return out;
+    });
+  }
+
+  /** The call metrics of edge function `name` (of the catalog: label values stay bounded), counted in place by the functions area. */
+  function(name: string): FunctionSeries {
+    let f = this.functions.get(name);
+    if (f === undefined) this.functions.set(name, (f = new FunctionSeries(name)));
+    return f;
   }
 
   /** One answered request: a few map lookups and additions, no allocation once its series exist. */

@@ -5,7 +5,8 @@
  * status, headers and body come back unchanged. Both bodies stream (undici's request
  * client over keep-alive connections, its answer piped straight to the socket), so a large
  * upload or a long streamed answer costs no memory here; only a request body of a declared
- * length up to 64 KiB is read first, to go out with its headers in one write.
+ * length up to 64 KiB is read first, to go out with its headers in one write. The answer
+ * is written by an undici dispatch handler (Call): no response stream, no pipe.
  *
  * - Runtime unreachable (refused, reset, closed before answering): 502 `edge runtime unavailable`.
  * - No status line within FUNCTIONS_TIMEOUT_MS: 504 `edge runtime timed out`; an answer
@@ -19,6 +20,7 @@
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Readable } from 'node:stream';
 import type { Agent } from 'undici';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { forwardedFor } from '../core/http.ts';
@@ -60,8 +62,6 @@ export interface ForwardTarget {
   secret: string | null;
   /** Request headers not to forward (lower case): credentials that did not verify. */
   drop: ReadonlySet<string>;
-  /** Aborted at the shutdown deadline: the call stops and its caller gets 503. */
-  signal?: AbortSignal;
 }
 
 export interface Forwarder {
@@ -88,21 +88,29 @@ function requestHeaders(req: FastifyRequest, target: ForwardTarget): Record<stri
   return out;
 }
 
-/** A body at most this large, with its length declared, is read before the call and sent with its headers. */
+/** A body at most this large that has arrived whole is sent as one buffer. */
 const SMALL_BODY = 64 * 1024;
 
 /**
- * The body to send: null without one; a small one with a declared length read whole (the
- * runtime then gets headers and body in one write, not a write per stream chunk); else the
- * request stream itself.
+ * The body to send: null without one; one of a declared length up to 64 KiB as one buffer,
+ * so that the runtime gets headers and body in one write (taken from the stream's buffer at
+ * once when Node's parser already holds it whole, the common case of a small request in
+ * the packet of its headers; else read first); any other the request stream itself, piped
+ * as it arrives.
  */
-async function bodyOf(req: FastifyRequest): Promise<Buffer | FastifyRequest['raw'] | null> {
+function bodyOf(req: FastifyRequest): Buffer | FastifyRequest['raw'] | null | Promise<Buffer> {
   if (!hasBody(req)) return null;
+  const raw = req.raw;
   const len = Number(req.headers['content-length']);
-  if (req.headers['transfer-encoding'] !== undefined || !(len <= SMALL_BODY)) return req.raw;
-  const chunks: Buffer[] = [];
-  for await (const chunk of req.raw as AsyncIterable<Buffer>) chunks.push(chunk);
-  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+  if (req.headers['transfer-encoding'] !== undefined || !(len <= SMALL_BODY)) return raw;
+  // read() without a size returns the whole buffer (and lets the stream end).
+  if (raw.complete) return (raw.read() as Buffer | null) ?? Buffer.alloc(0);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    raw.on('data', (chunk: Buffer) => chunks.push(chunk));
+    raw.once('end', () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    raw.once('error', reject);
+  });
 }
 
 function hasBody(req: FastifyRequest): boolean {
@@ -118,52 +126,137 @@ function isTimeout(undici: Undici, err: unknown): boolean {
   return err instanceof undici.errors.HeadersTimeoutError || err instanceof undici.errors.ConnectTimeoutError;
 }
 
-export function createForwarder(timeoutMs: number): Forwarder {
+/**
+ * One call, as an undici dispatch handler: the runtime's head goes to the client's socket
+ * as it arrives, then each chunk of its body (undici stops reading the runtime's socket
+ * while the client's is full, and goes on at its `drain`). No response stream and no pipe
+ * in between. `settled` resolves once the head is written, or rejects with the error that
+ * came before it (no head written: the caller answers 502/503/504).
+ */
+class Call {
+  readonly settled: Promise<void>;
+  private resolve!: () => void;
+  private reject!: (err: Error) => void;
+  private abort: ((err?: Error) => void) | null = null;
+  private headWritten = false;
+  private done = false;
+  private readonly reply: FastifyReply;
+  private readonly body: Buffer | Readable | null;
+
+  constructor(reply: FastifyReply, body: Buffer | Readable | null) {
+    this.reply = reply;
+    this.body = body;
+    this.settled = new Promise<void>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abort = abort;
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    // A 1xx interim answer is not passed on (as undici's request does).
+    if (statusCode < 200) return true;
+    // The answer goes straight to the socket (not through fastify's send pipeline); the
+    // headers set so far (CORS, the request id) go with the runtime's.
+    const reply = this.reply;
+    reply.hijack();
+    const own: Record<string, string | string[]> = {};
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const k = rawHeaders[i].toString('latin1').toLowerCase();
+      if (HOP_BY_HOP.has(k) || k.startsWith('access-control-') || k === '__proto__') continue;
+      const v = rawHeaders[i + 1].toString('latin1');
+      const prev = own[k];
+      own[k] = prev === undefined ? v : typeof prev === 'string' ? [prev, v] : [...prev, v];
+    }
+    const headers = reply.getHeaders() as OutgoingHttpHeaders;
+    for (const k in own) headers[k] = own[k];
+    const raw = reply.raw;
+    raw.writeHead(statusCode, headers);
+    raw.on('drain', resume);
+    raw.on('close', () => {
+      // The client went away before the end: the call to the runtime stops too.
+      if (!this.done) this.abort?.();
+    });
+    this.headWritten = true;
+    this.resolve();
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    return this.reply.raw.write(chunk);
+  }
+
+  onComplete(): void {
+    this.done = true;
+    this.reply.raw.end();
+  }
+
+  onError(err: Error): void {
+    this.done = true;
+    if (this.headWritten) {
+      this.reply.raw.destroy();
+      return;
+    }
+    // A request stream undici did not read to its end is drained (as Node drains a body
+    // nobody read), so that the error answer can go out on the connection.
+    if (this.body !== null && !Buffer.isBuffer(this.body) && !this.body.readableEnded) this.body.resume();
+    this.reject(err);
+  }
+}
+
+/** A runtime address split as undici's dispatch takes it: the origin, and a path prefix (an external runtime may have one). */
+function splitBase(base: string): { origin: string; prefix: string } {
+  const url = new URL(base);
+  return { origin: url.origin, prefix: url.pathname.replace(/\/+$/, '') };
+}
+
+/**
+ * `cut` is aborted at the shutdown deadline: the connection pool is destroyed then, which
+ * stops every call in flight (its caller gets 503) without a listener per call.
+ */
+export function createForwarder(timeoutMs: number, cut: AbortSignal): Forwarder {
   // undici and its connection pool are loaded at the first call: a service whose functions
   // are never called never holds them.
-  let client: Promise<{ undici: Undici; dispatcher: Agent }> | null = null;
+  interface Client {
+    undici: Undici;
+    dispatcher: Agent;
+  }
+  let loading: Promise<Client> | null = null;
+  let client: Client | null = null;
   const load = () =>
-    (client ??= import('undici').then((undici) => ({
-      undici,
-      dispatcher: new undici.Agent({ keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } }),
-    })));
+    (loading ??= import('undici').then((undici) => {
+      const dispatcher = new undici.Agent({ keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } });
+      if (cut.aborted) void dispatcher.destroy().catch(() => {});
+      else cut.addEventListener('abort', () => void dispatcher.destroy().catch(() => {}), { once: true });
+      return (client = { undici, dispatcher });
+    }));
+  // The runtime's address, split once per address (one per function process, while it runs).
+  let lastBase = '';
+  let lastSplit = { origin: '', prefix: '' };
   return {
     close: async () => {
-      if (client !== null) await (await client).dispatcher.close();
+      if (loading !== null) await (await loading).dispatcher.close().catch(() => {});
     },
     async forward(req, reply, target) {
-      const { undici, dispatcher } = await load();
-      const requestBody = await bodyOf(req);
-      let res;
+      const { undici, dispatcher } = client ?? (await load());
+      if (target.base !== lastBase) {
+        lastSplit = splitBase(target.base);
+        lastBase = target.base;
+      }
+      const { origin, prefix } = lastSplit;
+      const pending = bodyOf(req);
+      const body = pending instanceof Promise ? await pending : pending;
+      const call = new Call(reply, body);
       try {
-        res = await undici.request(target.base + target.path, {
-          dispatcher,
-          method: req.method as 'GET',
-          headers: requestHeaders(req, target),
-          body: requestBody,
-          signal: target.signal,
-        });
+        dispatcher.dispatch({ origin, path: prefix + target.path, method: req.method, headers: requestHeaders(req, target), body }, call);
+        await call.settled;
       } catch (err) {
-        if (target.signal?.aborted) throw ERRORS.shuttingDown();
+        if (cut.aborted) throw ERRORS.shuttingDown();
         throw isTimeout(undici, err) ? FUNCTION_ERRORS.timedOut(err) : FUNCTION_ERRORS.unavailable(err);
       }
-      // The answer goes straight to the socket (not through fastify's send pipeline); the
-      // headers set so far (CORS) go with the runtime's.
-      reply.hijack();
-      const headers = reply.getHeaders() as OutgoingHttpHeaders;
-      for (const k in res.headers) {
-        const v = res.headers[k];
-        if (v === undefined || HOP_BY_HOP.has(k) || k.startsWith('access-control-')) continue;
-        headers[k] = v;
-      }
-      const raw = reply.raw;
-      const body = res.body;
-      raw.writeHead(res.statusCode, headers);
-      body.on('error', () => raw.destroy());
-      raw.on('close', () => {
-        if (!body.readableEnded) body.destroy();
-      });
-      body.pipe(raw);
       return reply;
     },
   };

@@ -26,7 +26,7 @@
  */
 import { existsSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { gatedCredential } from '../core/credentials.ts';
+import { gatedCredential, type Credential } from '../core/credentials.ts';
 import type { Area, Deps } from '../core/area.ts';
 import type { RuntimeConfig } from '../core/config.ts';
 import type { RequestContext } from '../core/db.ts';
@@ -67,6 +67,23 @@ interface FunctionsState {
 }
 
 const states = new WeakMap<FastifyInstance, FunctionsState>();
+
+/** Where a deno function's calls go. */
+interface Runtime {
+  base: string;
+  secret: string | null;
+}
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+const NONE: ReadonlySet<string> = new Set();
+const AUTHORIZATION: ReadonlySet<string> = new Set(['authorization']);
+const APIKEY: ReadonlySet<string> = new Set(['apikey']);
+const BOTH: ReadonlySet<string> = new Set(['authorization', 'apikey']);
+
+/** The credential headers to drop, given whether each verified (one shared set per case). */
+function dropped(authorization: boolean, apikey: boolean): ReadonlySet<string> {
+  return authorization ? (apikey ? NONE : APIKEY) : apikey ? AUTHORIZATION : BOTH;
+}
 
 /** The bundled Deno runtime of a service's app (its processes, one per function), if it started one (tests, bench). */
 export function bundledRuntime(app: FastifyInstance): RuntimePool | null {
@@ -115,7 +132,7 @@ function listeningPorts(app: FastifyInstance): number[] {
 
 function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState, database: readonly Target[]): void {
   const { db, credentials, config, log, metrics, lifecycle } = deps;
-  const forwarder = createForwarder(config.functionsTimeoutMs);
+  const forwarder = createForwarder(config.functionsTimeoutMs, lifecycle.cut);
   app.addHook('onClose', () => forwarder.close());
 
   // Bodies stay unread streams: a deno call pipes them, a plv8 call reads its own.
@@ -144,50 +161,59 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     return state.pool;
   };
 
-  /** The runtime's address and the secret that proves a call comes from plinth. */
-  const runtimeOf = async (name: string): Promise<{ base: string; secret: string | null }> => {
+  /**
+   * The runtime's address and the secret that proves a call comes from plinth: without a
+   * promise once the function's process is up.
+   */
+  const runtimeOf = (name: string): Runtime | Promise<Runtime> => {
     if (config.edgeRuntimeUrl !== null) return { base: config.edgeRuntimeUrl, secret: config.edgeRuntimeSecret };
     const pool = startBundled();
     if (pool === null) throw FUNCTION_ERRORS.notConfigured();
     const sup = pool.member(name);
+    const up = (): Runtime => {
+      const { url, secret } = sup;
+      if (url === null || secret === null) throw FUNCTION_ERRORS.unavailable();
+      return { base: url, secret };
+    };
     // The first start is awaited; after a crash (or a failed first start), calls get 502
     // until the runtime is up again.
-    if (sup.url === null && sup.firstStart) await sup.ready(FIRST_START_WAIT_MS);
-    const { url, secret } = sup;
-    if (url === null || secret === null) throw FUNCTION_ERRORS.unavailable();
-    return { base: url, secret };
+    if (sup.url === null && sup.firstStart) return sup.ready(FIRST_START_WAIT_MS).then(up);
+    return up();
   };
+
+  /** An apikey that verifies is honoured only as the anon or service-role key. */
+  const keyOk = (c: Credential | null) => c !== null && (c.role === 'anon' || c.role === 'service_role');
 
   /**
    * The credential headers not to forward: an `Authorization` or `apikey` that does not
    * verify on its own (apikey: the anon or service-role key only). With verify_jwt = true a
    * call gets here only when its credential verified, so this drops only a second one.
+   * Without a promise when both were verified before (the hot path).
    */
-  const unverified = async (req: FastifyRequest): Promise<Set<string>> => {
-    const drop = new Set<string>();
-    const authorization = req.headers.authorization;
+  const unverified = (req: FastifyRequest): ReadonlySet<string> | Promise<ReadonlySet<string>> => {
+    const { authorization, apikey } = req.headers;
+    let authOk: boolean | Promise<boolean> = true;
     if (authorization !== undefined) {
-      const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-      const ok = m !== null && (await credentials.verify(m[1]).then(() => true, () => false));
-      if (!ok) drop.add('authorization');
+      const m = BEARER.exec(authorization);
+      const c = m === null ? null : credentials.check(m[1]);
+      authOk = c instanceof Promise ? c.then((v) => v !== null) : c !== null;
     }
-    const apikey = req.headers.apikey;
+    let keyOkay: boolean | Promise<boolean> = true;
     if (apikey !== undefined) {
-      const ok =
-        typeof apikey === 'string' &&
-        (await credentials.verify(apikey).then(
-          (c) => c.role === 'anon' || c.role === 'service_role',
-          () => false,
-        ));
-      if (!ok) drop.add('apikey');
+      const c = typeof apikey === 'string' ? credentials.check(apikey) : null;
+      keyOkay = c instanceof Promise ? c.then(keyOk) : keyOk(c);
     }
-    return drop;
+    if (authOk instanceof Promise || keyOkay instanceof Promise) return Promise.all([authOk, keyOkay]).then(([a, k]) => dropped(a, k));
+    return dropped(authOk, keyOkay);
   };
 
-  const callerOf = async (req: FastifyRequest, entry: FunctionEntry): Promise<RequestContext> => {
+  const callerOf = (req: FastifyRequest, entry: FunctionEntry): RequestContext | Promise<RequestContext> => {
     if (entry.verifyJwt) return credentials.api(req);
     // verify_jwt = false: no check; a credential that does verify still sets the role.
-    return (await credentials.fromHeaders(req.headers).catch(() => null)) ?? credentials.anonymous;
+    return credentials.fromHeaders(req.headers).then(
+      (c) => c ?? credentials.anonymous,
+      () => credentials.anonymous,
+    );
   };
 
   const invoke = async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
@@ -195,7 +221,8 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     const path = functionPath(req.url, name);
     let entry: FunctionEntry | undefined;
     try {
-      entry = (await cache.get()).get(name);
+      const catalog = cache.get();
+      entry = (catalog instanceof Promise ? await catalog : catalog).get(name);
     } catch (err) {
       throw pgErrorToAppError(err);
     }
@@ -209,25 +236,31 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     }
     // The caller as plinth verified it, for the function: whatever a caller sent under this
     // name is replaced (verify_jwt = false and no valid credential: the anon claims).
-    req.headers[CALLER_HEADER] = (await callerOf(req, entry)).claims;
-    const drop = await unverified(req);
-    const { base, secret } = await runtimeOf(name);
+    // (Each step below answers without a promise on the hot path: a token seen before, a
+    // runtime that is up.)
+    const caller = callerOf(req, entry);
+    req.headers[CALLER_HEADER] = (caller instanceof Promise ? await caller : caller).claims;
+    const unforwarded = unverified(req);
+    const drop = unforwarded instanceof Promise ? await unforwarded : unforwarded;
+    const runtime = runtimeOf(name);
+    const { base, secret } = runtime instanceof Promise ? await runtime : runtime;
     // Counted for functions of the catalog only: the label's values stay bounded.
-    metrics.functionInvocations.labels(name).inc();
+    const series = metrics.function(name);
+    series.invocations++;
     const span = spanHooks?.child(req.id, `function ${name}`, { 'faas.invoked_name': name }) ?? null;
     const t0 = performance.now();
     try {
-      const out = await forwarder.forward(req, reply, { base, path, name: encodeSegment(name), secret, drop, signal: lifecycle.cut });
-      if (reply.raw.statusCode >= 500) metrics.functionErrors.labels(name).inc();
+      const out = await forwarder.forward(req, reply, { base, path, name: encodeSegment(name), secret, drop });
+      if (reply.raw.statusCode >= 500) series.errors++;
       span?.end();
       return out;
     } catch (err) {
-      metrics.functionErrors.labels(name).inc();
-      if ((err as { status?: unknown }).status === 504) metrics.functionTimeouts.labels(name).inc();
+      series.errors++;
+      if ((err as { status?: unknown }).status === 504) series.timeouts++;
       span?.end(err);
       throw err;
     } finally {
-      metrics.functionDuration.labels(name).observe((performance.now() - t0) / 1000);
+      series.observe((performance.now() - t0) / 1000);
     }
   };
 

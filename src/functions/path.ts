@@ -20,8 +20,12 @@ const PREFIX = '/functions/v1/';
 /** Characters a path segment may hold unescaped (RFC 3986 pchar) that encodeURIComponent escapes. */
 const PCHAR_ESCAPED = /%(24|26|2B|2C|3A|3B|3D|40)/g;
 
+/** Unreserved characters only: a segment that encodes to itself (a function's name, mostly). */
+const UNRESERVED = /^[A-Za-z0-9._~-]*$/;
+
 /** One decoded segment, encoded for a path: everything but unreserved characters and pchar delimiters escaped. */
 export function encodeSegment(segment: string): string {
+  if (UNRESERVED.test(segment)) return segment;
   return encodeURIComponent(segment).replace(PCHAR_ESCAPED, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
 }
 

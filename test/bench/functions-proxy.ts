@@ -63,7 +63,10 @@ async function run(ctx: RunContext): Promise<RunResult> {
   const direct: Traffic = {
     requests: [{ method: 'POST', path: '/bench_hello', headers: { ...headers, 'x-plinth-function': 'bench_hello', 'x-plinth-runtime-secret': ctx.edgeRuntimeSecret }, body: BODY }],
   };
-  const proxy = await startChild<{ url: string }>('bare-proxy', join(HERE, 'proxy.ts'), { env: { PATH: process.env.PATH ?? '', TARGET_URL: ctx.edgeRuntimeUrl } });
+  const proxy = await startChild<{ url: string }>('bare-proxy', join(HERE, 'proxy.ts'), {
+    env: { PATH: process.env.PATH ?? '', TARGET_URL: ctx.edgeRuntimeUrl },
+    execArgv: ctx.profileDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`],
+  });
   try {
     const secs = ctx.quick ? 1 : 3;
     const sides = {
@@ -90,6 +93,7 @@ async function run(ctx: RunContext): Promise<RunResult> {
       }
     }
     const rate = { service: sum.service / rounds, proxy: sum.proxy / rounds, direct: sum.direct / rounds };
+    const proxyRequests = (await proxy.child.stats()).requests;
     const cold = await coldStarts(ctx, ctx.quick ? 2 : 3);
     const coldMedian = [...cold].sort((a, b) => a - b)[Math.floor(cold.length / 2)];
     const toDirect = rate.direct > 0 ? rate.service / rate.direct : null;
@@ -109,6 +113,7 @@ async function run(ctx: RunContext): Promise<RunResult> {
         proxy_ratio_to_direct: proxyToDirect === null ? null : Math.round(proxyToDirect * 1000) / 1000,
         cold_start_ms: { median: coldMedian, each: cold },
       },
+      profiledBaseline: ctx.profileDir !== null && proxy.child.proc.pid !== undefined ? { pid: proxy.child.proc.pid, requests: proxyRequests } : undefined,
     };
   } finally {
     await proxy.child.stop();

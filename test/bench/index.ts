@@ -223,6 +223,9 @@ function emptyRow(s: Scenario | CustomScenario): Row {
   };
 }
 
+/** A custom scenario's own baseline process, profiled (--cpu-prof): the last one is compared with the service. */
+let profiledBaseline: { name: string; pid: number; requests: number } | null = null;
+
 /** A scenario that measures by itself (`run`); RSS and event-loop figures are the service's. */
 async function runCustom(s: CustomScenario, ctx: Ctx): Promise<Row> {
   const row: Row = emptyRow(s);
@@ -239,7 +242,9 @@ async function runCustom(s: CustomScenario, ctx: Ctx): Promise<Row> {
     edgeRuntimeSecret: ctx.env.edgeRuntimeSecret,
     functionsDir: functionsDir(dataDir),
     jwtSecret: JWT_SECRET,
+    profileDir: profDir,
   });
+  if (r.profiledBaseline) profiledBaseline = { name: s.name, ...r.profiledBaseline };
   const st = await service!.stats();
   Object.assign(row, { baseline_rps: null, ratio: null, rate_rps: null, non2xx_share: 0, ...r, rss_mb: r.rss_mb ?? st.rss_mb, elu: Math.round(st.elu * 100) / 100, eld_p99_ms: st.eld_p99_ms });
   if (row.ratio === null && r.rps !== null && r.baseline_rps) row.ratio = Math.round((r.rps / r.baseline_rps) * 100) / 100;
@@ -665,6 +670,14 @@ async function main(): Promise<number> {
         const baseSum = summariseProfile(baseFile, 30);
         console.log(`\nbaseline process (${baselineEnd.requests} requests): ${baseFile}`);
         console.log(formatComparison(svcSum, serviceEnd.requests, baseSum, baselineEnd.requests));
+      }
+      const ownFile = profiledBaseline ? find(profiledBaseline.pid) : undefined;
+      if (profiledBaseline && ownFile && serviceEnd?.requests) {
+        const ownSum = summariseProfile(ownFile, 30);
+        console.log(`\n${profiledBaseline.name}'s baseline process (${profiledBaseline.requests} requests): ${ownFile}\n`);
+        console.log(formatProfile(ownSum));
+        console.log('');
+        console.log(formatComparison(svcSum, serviceEnd.requests, ownSum, profiledBaseline.requests));
       }
     } else console.log(`\nno CPU profile written under ${profDir}`);
   }

@@ -1,7 +1,8 @@
 /**
  * The bare proxy of `functions-proxy`, in its own process (forked by functions-proxy.ts): a
- * Node HTTP server that forwards every request to TARGET_URL with the HTTP client plinth
- * uses (undici's `request` over a keep-alive Agent), the request body streamed, the answer
+ * Node HTTP server that forwards every request to TARGET_URL with the HTTP client library
+ * plinth uses (undici's `request` over a keep-alive Agent; plinth itself dispatches with a
+ * handler of its own, without a response stream), the request body streamed, the answer
  * piped back; hop-by-hop headers dropped both ways. Nothing else: no routing, credentials,
  * metrics or logging. The honest limit of one proxy hop in Node.
  */

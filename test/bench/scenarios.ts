@@ -69,6 +69,8 @@ export interface RunContext {
   functionsDir: string;
   /** The service's JWT_SECRET (for a service process of the scenario's own). */
   jwtSecret: string;
+  /** With --cpu-prof: where a process of the scenario's own writes its CPU profile (null: not profiled). */
+  profileDir: string | null;
 }
 
 /** Its figures; the status follows from `target` as for the others. */
@@ -89,6 +91,8 @@ export interface RunResult {
   rss_mb?: number | null;
   /** Further figures for the JSON output (storage: per back end). */
   extra?: Record<string, unknown>;
+  /** The profiled process that is this scenario's baseline (with --cpu-prof): compared per request with the service at the end. */
+  profiledBaseline?: { pid: number; requests: number };
 }
 
 /** A scenario that is not an HTTP load beside a baseline process (e.g. webhook deliveries). */
