@@ -12,7 +12,7 @@
  * is read — then the body streams through a byte counter to the back end, then
  * `storage.finish_upload`, COMMIT, and the back end's own commit.
  */
-import { Readable } from 'node:stream';
+import { pipeline, Readable, Transform as ByteTransform } from 'node:stream';
 import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../core/area.ts';
@@ -204,21 +204,28 @@ function rawSource(req: FastifyRequest): Source {
   return { body: req.raw, mimeType: ct ?? null, declaredSize: declared, cacheControl: cacheControlOf(req.headers['cache-control']) };
 }
 
-/** Counts bytes and stops the stream with 413 past `limit`. */
+/**
+ * Counts bytes and stops the stream with 413 past `limit`. A Transform, not an async
+ * generator: a generator costs a few promises per piece, several times the cost of the
+ * bytes' own way to a file (bench: storage-upload). The pipeline carries a client that goes
+ * away mid-body to the back end as an error.
+ */
 function meter(src: Readable, limit: number): { stream: Readable; size: () => number; over: () => boolean } {
   let size = 0;
   let over = false;
-  async function* counted(): AsyncGenerator<Buffer> {
-    for await (const chunk of src as AsyncIterable<Buffer>) {
+  const counter = new ByteTransform({
+    transform(chunk: Buffer, _enc, done) {
       size += chunk.length;
       if (size > limit) {
         over = true;
-        throw STORAGE_ERRORS.tooLarge();
+        done(STORAGE_ERRORS.tooLarge());
+        return;
       }
-      yield chunk;
-    }
-  }
-  return { stream: Readable.from(counted(), { objectMode: false }), size: () => size, over: () => over };
+      done(null, chunk);
+    },
+  });
+  pipeline(src, counter, () => {});
+  return { stream: counter, size: () => size, over: () => over };
 }
 
 /** `Range: bytes=a-b | a- | -n`, one range only (others are ignored: the whole object). */

@@ -1,23 +1,34 @@
 /**
- * The `database` back end (the default): bytes in `storage_private.chunks`, CHUNK_BYTES per
- * row (the last one shorter).
+ * The `database` back end (the default): bytes in `storage_private.chunks`, one size of
+ * chunk per object (the last one shorter).
  *
  * Both directions use COPY in PostgreSQL's binary format, so the bytes cross the wire once,
  * as they are, and follow each other without a round trip per chunk:
- * - an upload streams its chunks into `storage.chunk_copy` (copy.sql: a view whose trigger
- *   applies put_chunk's guard) with COPY FROM STDIN, in the caller's upload transaction, with
- *   the socket's backpressure: at most one chunk is held;
- * - a download reads a window of WINDOW chunks per `COPY (select …) TO STDOUT` on the
+ * - an upload streams its chunks of CHUNK_BYTES into `storage.chunk_copy` (copy.sql: a view
+ *   whose trigger applies put_chunk's guard) with COPY FROM STDIN, in the caller's upload
+ *   transaction, with the socket's backpressure: at most one chunk is held;
+ * - a download reads a window of about WINDOW_BYTES per `COPY (select …) TO STDOUT` on the
  *   service's own connection, which goes back to the pool between windows (a slow reader
  *   holds no connection); the next window is read while this one is sent.
+ *
+ * An object's chunk size is the length of its chunk 0 (every chunk but the last has it):
+ * objects stored with 512 KiB chunks keep them, new ones get CHUNK_BYTES, and reads and
+ * ranges use each object's own. PostgreSQL answers octet_length of a TOASTed value from its
+ * pointer, without reading the bytes.
  */
 import { Readable, type Writable } from 'node:stream';
+import type postgres from 'postgres';
 import type { Db, ReservedSql } from '../../core/db.ts';
 import type { Backend, ByteRange, ObjectAddress, PendingPut } from './backend.ts';
 
-export const CHUNK_BYTES = 512 * 1024;
-/** Chunks per download COPY (bench: storage-download-database). */
-const WINDOW = 8;
+/**
+ * The chunk size of new objects (bench: storage-upload-database). PostgreSQL stores each
+ * chunk as TOAST pieces of about 2 KB whatever its size, but pays a heap row, an index
+ * entry and the guard's trigger per chunk: 2 MiB chunks wrote faster than 512 KiB ones.
+ */
+export const CHUNK_BYTES = 2 * 1024 * 1024;
+/** Bytes per download COPY, whole chunks (bench: storage-download-database); two are held at a time. */
+const WINDOW_BYTES = 8 * 1024 * 1024;
 
 const DONE: PendingPut = { commit: async () => {}, abort: async () => {} };
 
@@ -102,23 +113,28 @@ export function databaseBackend(db: Db): Backend {
   const window = (id: string, first: number, last: number): Promise<Buffer[]> =>
     db.sql.begin(async (tx) => {
       await tx`select pg_catalog.set_config('plinth.chunk_copy', ${`${id} ${first} ${last}`}, true)`;
-      const rows: Buffer[] = [];
-      const out = await tx`
-        copy (select c.data from storage_private.chunks c
-              where c.object_id = pg_catalog.split_part(pg_catalog.current_setting('plinth.chunk_copy'), ' ', 1)::uuid
-                and c.seq between pg_catalog.split_part(pg_catalog.current_setting('plinth.chunk_copy'), ' ', 2)::int
-                              and pg_catalog.split_part(pg_catalog.current_setting('plinth.chunk_copy'), ' ', 3)::int
-              order by c.seq) to stdout with (format binary)`.readable();
-      try {
-        for await (const row of copyRows(out)) rows.push(row);
-      } finally {
-        // The driver pauses its socket when the stream's buffer fills and resumes it only on a
-        // read; the stream's end stops the reads, so a pause at the last row would keep the
-        // statement's completion (and the connection) waiting for ever. One read resumes it.
-        out._read(0);
-      }
-      return rows;
+      return copyWindow(tx);
     });
+
+  /** The COPY of the window named by plinth.chunk_copy, in `tx`. */
+  const copyWindow = async (tx: postgres.TransactionSql<Record<string, never>>): Promise<Buffer[]> => {
+    const rows: Buffer[] = [];
+    const out = await tx`
+      copy (select c.data from storage_private.chunks c
+            where c.object_id = pg_catalog.split_part(pg_catalog.current_setting('plinth.chunk_copy'), ' ', 1)::uuid
+              and c.seq between pg_catalog.split_part(pg_catalog.current_setting('plinth.chunk_copy'), ' ', 2)::int
+                            and pg_catalog.split_part(pg_catalog.current_setting('plinth.chunk_copy'), ' ', 3)::int
+            order by c.seq) to stdout with (format binary)`.readable();
+    try {
+      for await (const row of copyRows(out)) rows.push(row);
+    } finally {
+      // The driver pauses its socket when the stream's buffer fills and resumes it only on a
+      // read; the stream's end stops the reads, so a pause at the last row would keep the
+      // statement's completion (and the connection) waiting for ever. One read resumes it.
+      out._read(0);
+    }
+    return rows;
+  };
 
   return {
     name: 'database',
@@ -193,23 +209,32 @@ export function databaseBackend(db: Db): Backend {
       if (size === 0) return Readable.from([]);
       const start = range?.start ?? 0;
       const end = range?.end ?? size - 1;
-      const first = Math.floor(start / CHUNK_BYTES);
-      const last = Math.floor(end / CHUNK_BYTES);
       const id = obj.id;
       // An object's chunks never change (a replace is a new object id) and go with its row.
-      // The first window is read before anything is sent: the row deleted or replaced since
-      // the caller read it shows as no chunk at all, and the answer is null (the bytes are
-      // gone). Deleted later, in the middle of a larger object, a missing chunk ends the
-      // stream with an error.
-      const head = await window(id, first, Math.min(first + WINDOW - 1, last));
-      if (head.length === 0) return null;
+      // Its chunk size and first window are read before anything is sent, in one
+      // transaction: the row deleted or replaced since the caller read it shows as no chunk
+      // at all, and the answer is null (the bytes are gone). Deleted later, in the middle of
+      // a larger object, a missing chunk ends the stream with an error.
+      const head = await db.sql.begin(async (tx) => {
+        const [c0] = await tx<{ n: number }[]>`
+          select pg_catalog.octet_length(c.data) as n from storage_private.chunks c where c.object_id = ${id}::uuid and c.seq = 0`;
+        if (c0 === undefined) return null;
+        const chunk = c0.n;
+        const first = Math.floor(start / chunk);
+        const last = Math.floor(end / chunk);
+        const per = Math.max(1, Math.floor(WINDOW_BYTES / chunk));
+        await tx`select pg_catalog.set_config('plinth.chunk_copy', ${`${id} ${first} ${Math.min(first + per - 1, last)}`}, true)`;
+        return { chunk, first, last, per, rows: await copyWindow(tx) };
+      });
+      if (head === null || head.rows.length === 0) return null;
+      const { chunk, first, last, per } = head;
       async function* chunks(): AsyncGenerator<Buffer> {
         let from = first;
-        let next: Promise<Buffer[]> | null = Promise.resolve(head);
+        let next: Promise<Buffer[]> | null = Promise.resolve(head!.rows);
         while (next !== null) {
-          const rows = await next;
-          const to = Math.min(from + WINDOW - 1, last);
-          next = to < last ? window(id, to + 1, Math.min(to + WINDOW, last)) : null;
+          const rows: Buffer[] = await next;
+          const to = Math.min(from + per - 1, last);
+          next = to < last ? window(id, to + 1, Math.min(to + per, last)) : null;
           if (rows.length !== to - from + 1) {
             next?.catch(() => {});
             throw new Error(`object ${id}: chunk ${from + rows.length} is missing`);
@@ -217,7 +242,7 @@ export function databaseBackend(db: Db): Backend {
           for (let i = 0; i < rows.length; i++) {
             let data = rows[i];
             rows[i] = EMPTY;
-            const base = (from + i) * CHUNK_BYTES;
+            const base = (from + i) * chunk;
             const a = Math.max(0, start - base);
             const b = Math.min(data.length, end - base + 1);
             if (a !== 0 || b !== data.length) data = data.subarray(a, b);
@@ -226,7 +251,7 @@ export function databaseBackend(db: Db): Backend {
           from = to + 1;
         }
       }
-      return Readable.from(chunks(), { objectMode: false, highWaterMark: CHUNK_BYTES });
+      return Readable.from(chunks(), { objectMode: false, highWaterMark: chunk });
     },
 
     // The chunks went with the row (ON DELETE CASCADE, in the same transaction).
