@@ -148,7 +148,17 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
       // Order (docs/architecture.md): stop listening and drain, stop the worker, end the pools.
       closing ??= (async () => {
         lifecycle.draining = true;
-        await app.close();
+        // A connection whose answer is written while its request body was never read to the
+        // end (an upload refused early) is not idle to Node and would hold app.close() until
+        // its keep-alive timeout (72 s): once nothing is being answered, close them all.
+        const sweep = setInterval(() => {
+          if (inFlightRequests(app) === 0) app.server.closeAllConnections();
+        }, 100);
+        try {
+          await app.close();
+        } finally {
+          clearInterval(sweep);
+        }
         for (const area of areas) await area.close?.();
         await worker?.stop();
         await registry?.stop();
