@@ -24,7 +24,11 @@ t.test('two instances: every attempt exactly once', async (t) => {
   };
   rx.delayMs = 20;
 
-  const ROWS = 60;
+  // A job carries up to 25 attempts of one webhook and a worker's local queue takes every
+  // job waiting, so one burst of rows can go whole to whichever worker fetches first. The
+  // rows come in small batches instead, a batch every 50 ms, until both workers have
+  // taken jobs (at least 60 rows, at most 600: a worker that never takes one fails below).
+  const BATCH = 12;
   const lockers = new Set<string>();
   let sampling = true;
   const sampler = (async () => {
@@ -34,18 +38,23 @@ t.test('two instances: every attempt exactly once', async (t) => {
       await new Promise((r) => setTimeout(r, 5));
     }
   })();
-  await db.sql`insert into public.events select g, g from generate_series(1, ${ROWS}::int) g`;
+  let ROWS = 0;
+  while (ROWS < 60 || (lockers.size < 2 && ROWS < 600)) {
+    await db.sql`insert into public.events select g, g from generate_series(${ROWS + 1}::int, ${ROWS + BATCH}::int) g`;
+    ROWS += BATCH;
+    await new Promise((r) => setTimeout(r, 50));
+  }
   await waitFor(
     'every delivery ended',
     async () => {
       const log = await deliveries(a, hook.id, 1000);
       return log.length === ROWS && log.every((d) => d.state === 'delivered') && (await pendingDeliveries(a)) === 0;
     },
-    30_000,
+    60_000,
   );
   sampling = false;
   await sampler;
-  t.ok(lockers.size >= 2, `jobs were taken by both workers (${lockers.size} seen)`);
+  t.ok(lockers.size >= 2, `jobs were taken by both workers (${lockers.size} seen, ${ROWS} rows)`);
 
   const log = await deliveries(b, hook.id, 1000);
   const byId = new Map<string, number>();
