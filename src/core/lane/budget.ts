@@ -16,9 +16,15 @@ import { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { LaneError, type TlsMode } from './client.ts';
 
+/** A pool's way of closing one of its idle connections (`spareOnly`: only one it can spare); true when one was closed. */
+export type Evictor = (spareOnly: boolean) => boolean;
+
 interface Waiter {
   resolve(): void;
   timer: NodeJS.Timeout;
+  /** The evictor of the pool that waits: not asked while it waits, for the first half of its wait. */
+  self: Evictor | undefined;
+  since: number;
 }
 
 export class ConnectionBudget {
@@ -30,7 +36,7 @@ export class ConnectionBudget {
    * Close one idle connection (with `spareOnly`, only one its pool can spare: not a role's
    * last lane); true when one was closed (its close gives its unit back).
    */
-  private readonly evictors = new Set<(spareOnly: boolean) => boolean>();
+  private readonly evictors = new Set<Evictor>();
   /** While requests wait: asks the pools for an idle connection every few milliseconds. */
   private evicting: NodeJS.Timeout | null = null;
   /** When a connection was last refused: a wait that timed out, or the database refusing a new one (performance.now(); 0: never). */
@@ -58,11 +64,21 @@ export class ConnectionBudget {
     return true;
   }
 
-  /** A unit, waiting up to `timeoutMs` for one; rejects with `DB_BUSY` after that. */
-  take(): Promise<void> {
+  /**
+   * A unit, waiting up to `timeoutMs` for one; rejects with `DB_BUSY` after that. `self`: the
+   * evictor of the pool asking. A pool that waits is not asked to close one of its own idle
+   * connections before other pools' idle ones: a pool busy enough to open another one (the
+   * owner pool under the webhook worker's jobs) closed its own idle connection for it, again
+   * and again, and reconnected about a hundred times a second. Only after half its wait may
+   * it close its own: the query it opens the connection for would fail at the end of the wait,
+   * while its own idle connection could serve it.
+   */
+  take(self?: Evictor): Promise<void> {
     if (this.tryTake()) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
       const w: Waiter = {
+        self,
+        since: performance.now(),
         resolve,
         timer: setTimeout(() => {
           const i = this.waiters.indexOf(w);
@@ -96,7 +112,7 @@ export class ConnectionBudget {
   }
 
   /** Register a pool's way of closing one of its idle connections; returns the unregistration. */
-  onEvict(evict: (spareOnly: boolean) => boolean): () => void {
+  onEvict(evict: Evictor): () => void {
     this.evictors.add(evict);
     return () => this.evictors.delete(evict);
   }
@@ -106,9 +122,16 @@ export class ConnectionBudget {
     this.evicting = null;
   }
 
-  /** Spare idle connections first (a role's second lane, an idle pool connection), then any idle one. */
+  /**
+   * Spare idle connections first (a role's second lane, an idle pool connection), then any
+   * idle one; not one of a pool that is waiting itself, for the first half of its wait.
+   */
   private evictOne(): boolean {
-    for (const spareOnly of [true, false]) for (const evict of this.evictors) if (evict(spareOnly)) return true;
+    const patient = performance.now() - this.timeoutMs / 2;
+    const waiting = new Set(this.waiters.filter((w) => w.since > patient).map((w) => w.self));
+    for (const spareOnly of [true, false]) {
+      for (const evict of this.evictors) if (!waiting.has(evict) && evict(spareOnly)) return true;
+    }
     return false;
   }
 }
@@ -140,10 +163,15 @@ function failedSocket(err: Error): Duplex {
  * in the driver: the unit is then tied to the socket the driver really uses, so it comes back
  * when that one closes (a socket the driver upgraded itself hid its close from the budget).
  */
-export function budgetedSocket(budget: ConnectionBudget, connectTimeoutMs: number, tlsMode: TlsMode = 'disable'): (o: SocketTarget) => Promise<Duplex> {
+export function budgetedSocket(
+  budget: ConnectionBudget,
+  connectTimeoutMs: number,
+  tlsMode: TlsMode = 'disable',
+  self?: () => Evictor | undefined,
+): (o: SocketTarget) => Promise<Duplex> {
   return async (o) => {
     try {
-      await budget.take();
+      await budget.take(self?.());
     } catch (err) {
       return failedSocket(err as Error);
     }

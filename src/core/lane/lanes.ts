@@ -13,7 +13,7 @@
  * pool.
  */
 import postgres from 'postgres';
-import { budgetedSocket, type ConnectionBudget } from './budget.ts';
+import { budgetedSocket, type ConnectionBudget, type Evictor } from './budget.ts';
 import { LaneConnection, LaneError, tlsModeOf, type TlsMode } from './client.ts';
 import type { LaneQuery, Row, Rows } from './sql.ts';
 
@@ -81,6 +81,8 @@ export class RoleLanes {
   private ended = false;
   private readonly idleTimer: NodeJS.Timeout;
   private readonly unevict: () => void;
+  /** The budget's way of asking these lanes for an idle connection. */
+  private readonly evictor: Evictor = (spareOnly) => this.closeIdle(Infinity, 1, spareOnly ? 1 : 0) > 0;
 
   constructor(o: RoleLanesOptions) {
     this.o = o;
@@ -89,7 +91,7 @@ export class RoleLanes {
     this.open(this.lanes[0]).catch(() => {});
     this.idleTimer = setInterval(() => this.closeIdle(performance.now() - o.idleMs), Math.max(50, o.idleMs / 4));
     this.idleTimer.unref();
-    this.unevict = o.budget.onEvict((spareOnly) => this.closeIdle(Infinity, 1, spareOnly ? 1 : 0) > 0);
+    this.unevict = o.budget.onEvict(this.evictor);
   }
 
   /**
@@ -131,7 +133,7 @@ export class RoleLanes {
           if (taken) this.o.budget.give();
           throw new LaneError('the request lanes have ended', 'CONNECTION_ENDED');
         }
-        if (!taken) await this.o.budget.take();
+        if (!taken) await this.o.budget.take(this.evictor);
         let conn: LaneConnection;
         try {
           conn = await LaneConnection.open({
@@ -281,13 +283,15 @@ export function budgetedPool(url: string, budget: ConnectionBudget, idleMs: numb
   // TLS socket and the URL without its sslmode), so the pool's connections count over TLS too.
   const u = new URL(url);
   for (const k of ['sslmode', 'ssl', 'sslrootcert']) u.searchParams.delete(k);
+  let evictor: Evictor | undefined;
   const sql = postgres(u.toString(), {
     ...options,
     ssl: false,
     idle_timeout: idleMs / 1000,
-    socket: budgetedSocket(budget, CONNECT_TIMEOUT_S * 1000, tlsModeOf(url)),
+    socket: budgetedSocket(budget, CONNECT_TIMEOUT_S * 1000, tlsModeOf(url), () => evictor),
   } as postgres.Options<Record<string, never>>) as unknown as Sql & { evictIdle(): boolean };
-  const unevict = budget.onEvict(() => sql.evictIdle());
+  evictor = () => sql.evictIdle();
+  const unevict = budget.onEvict(evictor);
   const end = sql.end.bind(sql);
   sql.end = ((o?: { timeout?: number }) => {
     unevict();
