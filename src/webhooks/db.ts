@@ -140,9 +140,9 @@ export async function requeueAttempt(sql: Sql, a: AttemptRef & { e: string; t: s
  * Hand up to `limit` due outbox rows to the job worker; returns the rows taken and, after
  * them, in how many milliseconds the earliest row left is due (null: the outbox is empty).
  */
-export async function drainOutbox(sql: Sql, limit: number): Promise<{ taken: number; nextDueMs: number | null }> {
+export async function drainOutbox(sql: Sql, limit: number, instanceId: string): Promise<{ taken: number; nextDueMs: number | null }> {
   const [r] = await sql<{ taken: number; nextDueMs: number | null }[]>`
-    select webhooks_private.drain_outbox(${limit}::int) as taken, webhooks_private.outbox_next_due_ms() as "nextDueMs"`;
+    select webhooks_private.drain_outbox(${limit}::int, ${instanceId}::uuid) as taken, webhooks_private.outbox_next_due_ms() as "nextDueMs"`;
   return r;
 }
 

@@ -73,8 +73,8 @@ export interface AttemptOutcome {
 }
 
 // Keep-alive: a receiver taking many deliveries is not reconnected for each one.
-const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16 });
-const httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16 });
+const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 64 });
+const httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 64 });
 
 export function signature(secret: string, body: Buffer | string): string {
   return 'sha256=' + createHmac('sha256', secret).update(body).digest('hex');

@@ -5,11 +5,15 @@
  * batch wakes the workers at once).
  *
  * The drain sleeps until woken (docs/decisions/0302-the-outbox-drain-sleeps-until-woken.md):
- * - a writer notifies `plinth_webhooks` when it finds no due row waiting (so once per burst,
- *   never once per write: a notifying commit serialises the writers);
+ * - a writer notifies `plinth_webhooks` when no drain is awake (so once per burst, never once
+ *   per write: a notifying commit serialises the writers); a poll that takes rows records
+ *   its instance awake (webhooks_private.drains, decision 0305), one that takes none no
+ *   longer;
  * - while work keeps coming it polls again DRAIN_INTERVAL_MS after a poll that took rows (at
- *   once after a full batch: more may wait), since a writer that saw rows waiting sent no
- *   wake-up; after an empty poll the interval doubles up to SAFETY_POLL_MS;
+ *   once after a full batch: more may wait), as it promised the writers; no poll starts
+ *   sooner than that after the last, wake-ups included, so a poll takes the rows of 20 ms;
+ *   after an empty poll the interval doubles up to SAFETY_POLL_MS (a writer that saw this
+ *   drain awake just before that poll sent no wake-up);
  * - later attempts (a retry, an attempt given back) are due at a time: every poll learns when
  *   the next row is due and sleeps no longer, and a retry this instance queues sets the
  *   timer too (noteDue);
@@ -20,6 +24,7 @@
  * `webhooks` cache NOTIFY) wakes it.
  */
 import type { Deps } from '../core/area.ts';
+import { setTimeout as delay } from 'node:timers/promises';
 import { anyActiveHook, drainOutbox } from './db.ts';
 
 /** The channel of the writers' wake-up (outbox.sql, webhooks_private.wake_drains). */
@@ -117,6 +122,11 @@ export class OutboxDrain {
     const { db, log, metrics } = this.deps;
     // The sleep after an empty poll: doubles from DRAIN_INTERVAL_MS up to SAFETY_POLL_MS.
     let quiet = SAFETY_POLL_MS;
+    // No poll starts sooner than DRAIN_INTERVAL_MS after the last one that took fewer than a
+    // batch, wake-ups included: a drain that polled as soon as a writer found the outbox
+    // empty took one row per poll, and the next writer found it empty again and notified,
+    // so every insert cost a notifying commit, a poll and a job of its own.
+    let notBefore = 0;
     while (!this.stopped) {
       try {
         if (this.active === null || Date.now() - this.checkedAt > IDLE_CHECK_MS) {
@@ -128,11 +138,16 @@ export class OutboxDrain {
           await this.sleep(IDLE_CHECK_MS);
           continue;
         }
+        const wait = notBefore - Date.now();
+        if (wait > 0) await delay(wait);
+        if (this.stopped) break;
         this.woken = false;
         if (this.dueAt !== 0 && this.dueAt <= Date.now()) this.dueAt = 0;
         metrics.webhookOutboxPolls.inc();
-        const { taken, nextDueMs } = await drainOutbox(db.sql, DRAIN_BATCH);
+        const polledAt = Date.now();
+        const { taken, nextDueMs } = await drainOutbox(db.sql, DRAIN_BATCH, db.instanceId);
         if (taken >= DRAIN_BATCH) continue;
+        notBefore = polledAt + DRAIN_INTERVAL_MS;
         quiet = taken > 0 ? DRAIN_INTERVAL_MS : Math.min(SAFETY_POLL_MS, quiet * 2);
         // A row due later (or one other drains are taking now) sets the next poll, never sooner than DRAIN_INTERVAL_MS.
         await this.sleep(nextDueMs === null ? quiet : Math.min(quiet, Math.max(DRAIN_INTERVAL_MS, nextDueMs)));

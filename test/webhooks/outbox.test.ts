@@ -7,8 +7,9 @@
  * handed over in one or two add_jobs calls (counted on a real LISTEN of `jobs:insert`) and
  * delivered once per webhook; and the due-check of every
  * attempt: a job run again after a crash does not post its attempt twice. And the drain's
- * sleep: idle, it runs (almost) no statement; a writer wakes it with one NOTIFY when no due
- * row waits, none when one does (docs/decisions/0302-the-outbox-drain-sleeps-until-woken.md).
+ * sleep: idle, it runs (almost) no statement; a writer wakes it with one NOTIFY when no
+ * drain is awake, none when one is (docs/decisions/0302-the-outbox-drain-sleeps-until-woken.md,
+ * 0305).
  */
 import t from 'tap';
 import { startApp } from '../helpers/app.ts';
@@ -124,7 +125,7 @@ t.test('the outbox', async (t) => {
     const after = (await deliveries(app, second.id, 10)).filter((d: any) => ids.includes(d.id));
     t.same(after.map((d: any) => d.attempts.length), [1, 1], 'and nothing new was logged');
   });
-  await t.test('the drain sleeps until a writer wakes it, and a writer wakes it only when no due row waits', async (t) => {
+  await t.test('the drain sleeps until a writer wakes it, and a writer wakes it only when no drain is awake', async (t) => {
     const wakes: string[] = [];
     const listening = await sql.listen('plinth_webhooks', (payload) => wakes.push(payload));
     t.teardown(() => listening.unlisten());
@@ -150,36 +151,18 @@ t.test('the outbox', async (t) => {
     await waitFor('the marker', () => wakes.includes('marker'));
     t.same(wakes, ['', 'marker'], 'one wake-up for the statement');
 
-    // A due row waits (committed, held by a transaction that is not a drain): the writer sends no wake-up.
+    // A drain is awake (a row in webhooks_private.drains, as a drain that took rows writes:
+    // it will poll again soon): the writer sends no wake-up.
     wakes.length = 0;
-    let release: () => void = () => {};
-    const released = new Promise<void>((r) => (release = r));
-    const held = new Promise<void>((heldIt, failed) => {
-      const attempt = async (): Promise<void> => {
-        const [{ id }] = await sql<{ id: string }[]>`insert into webhooks_private.outbox (hooks, event, table_name, created_at, body)
-          values (array[${first.id}::uuid], 'INSERT', 'items', now(), '{}') returning id::text`;
-        let taken = false;
-        await sql.begin(async (tx) => {
-          // A drain may have taken it between the two statements: then add another.
-          const rows = await tx`select 1 from webhooks_private.outbox where id = ${id}::bigint for update`;
-          if (rows.length === 0) return;
-          taken = true;
-          heldIt();
-          await released;
-          await tx`delete from webhooks_private.outbox where id = ${id}::bigint`;
-        });
-        if (!taken) return attempt();
-      };
-      attempt().catch(failed);
-    });
-    await held;
+    const awake = '00000000-0000-4000-8000-00000000d7a1';
+    await sql`insert into webhooks_private.drains (instance_id, awake_until) values (${awake}::uuid, now() + interval '1 hour')`;
     const before2 = rx.on('/first').length;
     await sql`insert into public.items values (2010, 'no wake-up')`;
     await sql`select pg_notify('plinth_webhooks', 'marker')`;
     await waitFor('the marker', () => wakes.includes('marker'));
-    t.same(wakes, ['marker'], 'no wake-up from a writer that saw a due row waiting');
-    release();
-    // Delivered all the same: by the drain that polls while a due row waits (or the safety poll).
+    t.same(wakes, ['marker'], 'no wake-up from a writer that saw a drain awake');
+    await sql`delete from webhooks_private.drains where instance_id = ${awake}::uuid`;
+    // Delivered all the same: by the drain's safety poll.
     await waitFor('the delivery', () => rx.on('/first').length - before2 >= 1, 20_000);
     t.ok(rx.on('/first').some((r) => r.body.record?.id === 2010), 'the change is delivered without a wake-up');
   });

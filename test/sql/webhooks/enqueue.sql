@@ -3,7 +3,7 @@
 -- rights it needs (none: anon writes a watched table without any right on webhooks_private or
 -- graphile_worker), and the drain that hands due rows to graphile-worker, one job per webhook.
 begin;
-select plan(22);
+select plan(26);
 
 create table public.wh_t (id int primary key, v text);
 create table public.wh_u (id int primary key);
@@ -81,6 +81,15 @@ delete from webhooks_private.outbox;
 
 select is(has_schema_privilege('anon', 'webhooks_private', 'usage') or has_schema_privilege('service_role', 'webhooks_private', 'usage')
   or has_table_privilege('anon', 'webhooks_private.outbox', 'insert'), false, 'API roles have no USAGE on webhooks_private nor a right on the outbox');
+
+-- An instance's poll records it awake while it takes rows (writers then send no wake-up) and
+-- no longer once a poll takes none.
+insert into public.wh_t values (4, 'd');
+select is(webhooks_private.drain_outbox(100, '00000000-0000-4000-8000-0000000000a1'), 1, 'an instance''s poll takes the due row');
+select ok((select d.awake_until > clock_timestamp() from webhooks_private.drains d where d.instance_id = '00000000-0000-4000-8000-0000000000a1'),
+  'and records the instance awake');
+select is(webhooks_private.drain_outbox(100, '00000000-0000-4000-8000-0000000000a1'), 0, 'its next poll takes none');
+select is((select count(*)::int from webhooks_private.drains), 0, 'and the instance is no longer recorded awake');
 
 select * from finish();
 rollback;
