@@ -57,6 +57,8 @@ export class InstanceRegistry {
     } catch (err) {
       this.o.log.warn({ err }, 'instance registry: could not register yet; the heartbeat retries');
     }
+    // A first beat at once: the worker's ids (it started before the registry) are known from the start, not one interval later.
+    await this.beat();
     const every = Math.min(5000, Math.max(100, Math.floor(this.o.deadMs / 5)));
     this.timer = setInterval(() => void this.beat(), every);
     this.timer.unref();

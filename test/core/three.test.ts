@@ -291,8 +291,11 @@ t.test('three instances behind HAProxy through PgBouncer; one killed', { skip, t
   // C takes deliveries that it still holds when it dies: the receiver answers nothing, and C
   // takes writes (each its own job) until its worker has locked one of their jobs.
   const cName = `${hostname()}:${ports[2]}`;
-  const [{ worker_ids: cWorkers }] = await db.sql<{ worker_ids: string[] }[]>`
-    select worker_ids from plinth_private.instances where name = ${cName}`;
+  // Registered by the instance's heartbeats (its first one at its start, then every DEAD_MS / 5).
+  const cWorkers = await waitFor("C's worker in the registry", async () => {
+    const [r] = await db.sql<{ worker_ids: string[] }[]>`select worker_ids from plinth_private.instances where name = ${cName}`;
+    return r !== undefined && r.worker_ids.length > 0 ? r.worker_ids : null;
+  }, 10_000).catch(() => [] as string[]);
   t.ok(cWorkers.length > 0, "C's worker is registered");
   const lockedByC = () => db.sql<{ id: string; payload: { items: { d: string }[] } }[]>`
     select v.id, p.payload from graphile_worker.jobs v join graphile_worker._private_jobs p on p.id = v.id
