@@ -366,7 +366,8 @@ export async function startEmbedded(dataDir: string, log: Logger, options: Embed
     ? (JSON.parse(readFileSync(stateFile, 'utf8')) as Stored)
     : { password: randomBytes(24).toString('base64url'), port: 0 };
   // The port is chosen once and kept: the printed DATABASE_URL stays the same across restarts.
-  if (!stored.port) {
+  const fresh = !stored.port;
+  if (fresh) {
     stored = { ...stored, port: await freePort() };
     writeFileSync(stateFile, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 });
   } else if (!(await portIsFree(stored.port))) {
@@ -402,7 +403,18 @@ export async function startEmbedded(dataDir: string, log: Logger, options: Embed
     if (user) chownSync(walDir, user.uid, user.gid);
     settings = archiveSettings(walDir);
   }
-  const child = await startServer(bin, databaseDir, stored.port, user, locale, log, settings);
+  let child: ChildProcess;
+  try {
+    child = await startServer(bin, databaseDir, stored.port, user, locale, log, settings);
+  } catch (err) {
+    // A port chosen by this start was free when chosen, but initdb takes seconds: another
+    // program may have bound it meanwhile. Nothing depends on it yet: choose another, once.
+    if (!fresh || !/could not create any TCP\/IP sockets/.test((err as Error).message)) throw err;
+    log.warn({ port: stored.port }, 'the port chosen for the embedded PostgreSQL was taken meanwhile; choosing another');
+    stored = { ...stored, port: await freePort() };
+    writeFileSync(stateFile, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 });
+    child = await startServer(bin, databaseDir, stored.port, user, locale, log, settings);
+  }
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
 
   const url = `postgres://postgres:${encodeURIComponent(stored.password)}@127.0.0.1:${stored.port}/${DATABASE}`;
