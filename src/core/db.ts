@@ -122,6 +122,13 @@ export interface ContextOptions {
 export class Db {
   /** The owner pool (auth, admin, webhooks, storage, jobs, /api/sql): runs as the connecting role. */
   readonly sql: Sql;
+  /**
+   * The webhook outbox drain's and delivery task's statements, as the connecting role: at
+   * most two connections, taken from the same budget. On the owner pool, up to 64 delivery
+   * jobs at once made it grow to the whole budget, the request lanes lost their connections
+   * to it, and the two took them back from each other about a hundred times a second.
+   */
+  readonly background: Sql;
   private readonly roles = new Map<string, RoleLanes>();
   /** DATABASE_READ_URL's replicas; their connections are taken from the same budget. */
   readonly replicas: readonly Replica[];
@@ -152,6 +159,15 @@ export class Db {
     this.budget = new ConnectionBudget(opts.poolSize, opts.timeoutMs ?? 5000);
     this.sql = budgetedPool(opts.url, this.budget, opts.idleMs ?? 10_000, {
       max: opts.poolSize,
+      prepare: !opts.pooler,
+      connect_timeout: CONNECT_TIMEOUT_S,
+      max_lifetime: 60 * 30,
+      onnotice: () => {},
+      backoff: reconnectBackoff,
+      connection: { application_name: opts.applicationName ?? 'plinth' },
+    });
+    this.background = budgetedPool(opts.url, this.budget, opts.idleMs ?? 10_000, {
+      max: Math.min(2, opts.poolSize),
       prepare: !opts.pooler,
       connect_timeout: CONNECT_TIMEOUT_S,
       max_lifetime: 60 * 30,
@@ -446,6 +462,7 @@ export class Db {
       ...[...this.roles.values()].map((r) => r.end(timeout)),
       ...this.replicas.map((r) => r.end(timeout)),
       this.sql.end({ timeout }),
+      this.background.end({ timeout }),
       this.listener.end(),
     ]);
   }

@@ -146,6 +146,11 @@ export async function drainOutbox(sql: Sql, limit: number, instanceId: string): 
   return r;
 }
 
+/** This instance's drain stopped: it is no longer recorded awake. */
+export async function drainStopped(sql: Sql, instanceId: string): Promise<void> {
+  await sql`select webhooks_private.drain_stopped(${instanceId}::uuid)`;
+}
+
 /** Whether the outbox needs polling: a webhook is active, or a row waits. */
 export async function anyActiveHook(sql: Sql): Promise<boolean> {
   const [r] = await sql<{ any: boolean }[]>`select webhooks_private.any_active_hook() as any`;

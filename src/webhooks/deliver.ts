@@ -150,7 +150,7 @@ function attemptsOf(payload: unknown): DeliverPayload[] | null {
 export function deliverTask(deps: Deps, stopping: AbortSignal, noteDue: (ms: number) => void = () => {}): Task {
   const { db, log, config, metrics } = deps;
   const giveBack = (p: DeliverPayload, delayMs: number) =>
-    requeueAttempt(db.sql, { d: p.d, w: p.w, n: p.n, e: p.e, t: p.t, c: p.c, b: p.b, r: typeof p.r === 'string' ? p.r : null }, delayMs);
+    requeueAttempt(db.background, { d: p.d, w: p.w, n: p.n, e: p.e, t: p.t, c: p.c, b: p.b, r: typeof p.r === 'string' ? p.r : null }, delayMs);
 
   /** One attempt: POST, log, measure. Null when it is not due. */
   async function attempt(p: DeliverPayload, target: BeginAttempt, abort: AbortSignal): Promise<{ out: AttemptOutcome; record: AttemptRecord } | null> {
@@ -202,7 +202,7 @@ export function deliverTask(deps: Deps, stopping: AbortSignal, noteDue: (ms: num
       return;
     }
     // Asked for every attempt: a job run again after a crash finds its recorded attempts `done`.
-    const targets = await beginAttempts(db.sql, batch);
+    const targets = await beginAttempts(db.background, batch);
     const abort = AbortSignal.any([stopping, helpers.abortSignal]);
     const made = await Promise.all(batch.map((p, i) => attempt(p, targets[i], abort)));
     const records: AttemptRecord[] = [];
@@ -216,7 +216,7 @@ export function deliverTask(deps: Deps, stopping: AbortSignal, noteDue: (ms: num
       }
     }
     if (records.length === 0) return;
-    const statuses = await recordAttempts(db.sql, records, config.webhookRetryScheduleMs);
+    const statuses = await recordAttempts(db.background, records, config.webhookRetryScheduleMs);
     for (const [i, status] of statuses.entries()) {
       const r = records[i];
       if (status === 'retry') noteDue(config.webhookRetryScheduleMs[r.n - 1] ?? 0);

@@ -38,8 +38,9 @@ export const webhooksArea: Area = {
     const drain = new OutboxDrain(deps);
     drains.set(deps, drain);
     app.addHook('onClose', async () => {
-      stop.abort();
+      // The drain first: once it is no longer recorded awake, the attempts given back below wake the other instances.
       await drain.stop();
+      stop.abort();
     });
     drain.start();
     await purge.start(deps);

@@ -25,7 +25,7 @@
  */
 import type { Deps } from '../core/area.ts';
 import { setTimeout as delay } from 'node:timers/promises';
-import { anyActiveHook, drainOutbox } from './db.ts';
+import { anyActiveHook, drainOutbox, drainStopped } from './db.ts';
 
 /** The channel of the writers' wake-up (outbox.sql, webhooks_private.wake_drains). */
 export const WAKE_CHANNEL = 'plinth_webhooks';
@@ -77,10 +77,17 @@ export class OutboxDrain {
     this.loop = this.run();
   }
 
+  /**
+   * Stop polling, then say so (webhooks_private.drain_stopped): writers and the attempts this
+   * instance gives back wake the other instances at once, not at their safety poll.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     this.wake?.();
     await this.loop;
+    await drainStopped(this.deps.db.background, this.deps.db.instanceId).catch((err: unknown) =>
+      this.deps.log.warn({ err }, 'webhooks: could not mark the outbox drain stopped'),
+    );
     await this.unlisten?.();
   }
 
@@ -131,7 +138,7 @@ export class OutboxDrain {
       try {
         if (this.active === null || Date.now() - this.checkedAt > IDLE_CHECK_MS) {
           this.checkedAt = Date.now();
-          this.active = await anyActiveHook(db.sql);
+          this.active = await anyActiveHook(db.background);
         }
         if (!this.active) {
           this.woken = false;
@@ -145,7 +152,7 @@ export class OutboxDrain {
         if (this.dueAt !== 0 && this.dueAt <= Date.now()) this.dueAt = 0;
         metrics.webhookOutboxPolls.inc();
         const polledAt = Date.now();
-        const { taken, nextDueMs } = await drainOutbox(db.sql, DRAIN_BATCH, db.instanceId);
+        const { taken, nextDueMs } = await drainOutbox(db.background, DRAIN_BATCH, db.instanceId);
         if (taken >= DRAIN_BATCH) continue;
         notBefore = polledAt + DRAIN_INTERVAL_MS;
         quiet = taken > 0 ? DRAIN_INTERVAL_MS : Math.min(SAFETY_POLL_MS, quiet * 2);

@@ -22,7 +22,7 @@ export type Evictor = (spareOnly: boolean) => boolean;
 interface Waiter {
   resolve(): void;
   timer: NodeJS.Timeout;
-  /** The evictor of the pool that waits: not asked while it waits, for the first half of its wait. */
+  /** The evictor of the pool that waits: not asked for this waiter, for the first half of its wait. */
   self: Evictor | undefined;
   since: number;
 }
@@ -124,13 +124,14 @@ export class ConnectionBudget {
 
   /**
    * Spare idle connections first (a role's second lane, an idle pool connection), then any
-   * idle one; not one of a pool that is waiting itself, for the first half of its wait.
+   * idle one. The unit goes to the first waiter: not one of its own pool's idle connections,
+   * for the first half of its wait (another waiter's pool's may go).
    */
   private evictOne(): boolean {
-    const patient = performance.now() - this.timeoutMs / 2;
-    const waiting = new Set(this.waiters.filter((w) => w.since > patient).map((w) => w.self));
+    const head = this.waiters[0];
+    const own = head !== undefined && performance.now() - head.since < this.timeoutMs / 2 ? head.self : undefined;
     for (const spareOnly of [true, false]) {
-      for (const evict of this.evictors) if (!waiting.has(evict) && evict(spareOnly)) return true;
+      for (const evict of this.evictors) if (evict !== own && evict(spareOnly)) return true;
     }
     return false;
   }

@@ -3,7 +3,7 @@
 -- rights it needs (none: anon writes a watched table without any right on webhooks_private or
 -- graphile_worker), and the drain that hands due rows to graphile-worker, one job per webhook.
 begin;
-select plan(26);
+select plan(28);
 
 create table public.wh_t (id int primary key, v text);
 create table public.wh_u (id int primary key);
@@ -90,6 +90,12 @@ select ok((select d.awake_until > clock_timestamp() from webhooks_private.drains
   'and records the instance awake');
 select is(webhooks_private.drain_outbox(100, '00000000-0000-4000-8000-0000000000a1'), 0, 'its next poll takes none');
 select is((select count(*)::int from webhooks_private.drains), 0, 'and the instance is no longer recorded awake');
+
+-- A stopping instance is no longer awake at once (its attempts given back then wake the others).
+insert into public.wh_t values (5, 'e');
+select is(webhooks_private.drain_outbox(100, '00000000-0000-4000-8000-0000000000a1'), 1, 'a poll takes a row: awake again');
+select webhooks_private.drain_stopped('00000000-0000-4000-8000-0000000000a1');
+select is((select count(*)::int from webhooks_private.drains), 0, 'drain_stopped: no longer recorded awake');
 
 select * from finish();
 rollback;
