@@ -16,6 +16,7 @@ RUN npm ci --omit=dev --no-audit --no-fund \
 # 2. The runtime: the service's files and its dependencies, run as the unprivileged `node` user.
 FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
+    MALLOC_ARENA_MAX=2 \
     HOST=0.0.0.0 \
     PORT=8000 \
     DATA_DIR=/data \

@@ -37,7 +37,7 @@ import type { ServerReady } from './server.ts';
 import { functionsDir } from './functions.ts';
 import { docsTable, writeDocsTable } from './docs-table.ts';
 import { runSoak } from './soak.ts';
-import { compileCacheDir } from '../../src/core/compile-cache.ts';
+import { startEnv } from '../../src/core/compile-cache.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const JWT_SECRET = 'plinth-bench-secret-plinth-bench-secret-0123456789';
@@ -149,11 +149,11 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 
 function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const k of ['PATH', 'HOME', 'TMPDIR', 'UV_THREADPOOL_SIZE', 'NODE_ENV']) if (process.env[k] !== undefined) env[k] = process.env[k];
-  // The compile cache src/main.ts re-executes itself with: the forked children (no re-exec
-  // with an IPC channel) load their modules as `npm start` does, without the type stripper.
-  env.NODE_COMPILE_CACHE = compileCacheDir(process.env);
-  return { ...env, ...extra };
+  for (const k of ['PATH', 'HOME', 'TMPDIR', 'UV_THREADPOOL_SIZE', 'NODE_ENV', 'NODE_COMPILE_CACHE', 'MALLOC_ARENA_MAX']) if (process.env[k] !== undefined) env[k] = process.env[k];
+  // The environment src/main.ts re-executes itself with: the forked children (no re-exec with
+  // an IPC channel) load their modules as `npm start` does, without the type stripper, and
+  // allocate in as many malloc arenas.
+  return { ...env, ...startEnv(env), ...extra };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
