@@ -3,7 +3,7 @@
 -- rights it needs (none: anon writes a watched table without any right on webhooks_private or
 -- graphile_worker), and the drain that hands due rows to graphile-worker, one job per webhook.
 begin;
-select plan(28);
+select plan(30);
 
 create table public.wh_t (id int primary key, v text);
 create table public.wh_u (id int primary key);
@@ -81,6 +81,16 @@ delete from webhooks_private.outbox;
 
 select is(has_schema_privilege('anon', 'webhooks_private', 'usage') or has_schema_privilege('service_role', 'webhooks_private', 'usage')
   or has_table_privilege('anon', 'webhooks_private.outbox', 'insert'), false, 'API roles have no USAGE on webhooks_private nor a right on the outbox');
+
+-- A trigger made by hand, without arguments, looks its webhooks up in the registry.
+create table public.wh_h (id int primary key);
+insert into public.wh_h values (1);
+create trigger by_hand after insert or update or delete on public.wh_h for each row execute function webhooks_private.tg__enqueue();
+insert into public.wh_h values (2);
+select is((select count(*)::int from webhooks_private.outbox), 0, 'a trigger without arguments: an INSERT no webhook matches leaves nothing');
+delete from public.wh_h where id = 1;
+select is(pg_temp.urls(), '{http://x.test/star-del}', 'and a DELETE reaches the * DELETE webhook');
+delete from webhooks_private.outbox;
 
 -- An instance's poll records it awake while it takes rows (writers then send no wake-up) and
 -- no longer once a poll takes none.
