@@ -157,24 +157,19 @@ export class Db {
     this.log = opts.log;
     this.anonymousRole = opts.anonymousRole ?? 'anonymous';
     this.budget = new ConnectionBudget(opts.poolSize, opts.timeoutMs ?? 5000);
-    this.sql = budgetedPool(opts.url, this.budget, opts.idleMs ?? 10_000, {
-      max: opts.poolSize,
-      prepare: !opts.pooler,
-      connect_timeout: CONNECT_TIMEOUT_S,
-      max_lifetime: 60 * 30,
-      onnotice: () => {},
-      backoff: reconnectBackoff,
-      connection: { application_name: opts.applicationName ?? 'plinth' },
-    });
-    this.background = budgetedPool(opts.url, this.budget, opts.idleMs ?? 10_000, {
-      max: Math.min(2, opts.poolSize),
-      prepare: !opts.pooler,
-      connect_timeout: CONNECT_TIMEOUT_S,
-      max_lifetime: 60 * 30,
-      onnotice: () => {},
-      backoff: reconnectBackoff,
-      connection: { application_name: opts.applicationName ?? 'plinth' },
-    });
+    // The owner's pools: the same options, `max` apart.
+    const ownerPool = (max: number) =>
+      budgetedPool(opts.url, this.budget, opts.idleMs ?? 10_000, {
+        max,
+        prepare: !opts.pooler,
+        connect_timeout: CONNECT_TIMEOUT_S,
+        max_lifetime: 60 * 30,
+        onnotice: () => {},
+        backoff: reconnectBackoff,
+        connection: { application_name: opts.applicationName ?? 'plinth' },
+      });
+    this.sql = ownerPool(opts.poolSize);
+    this.background = ownerPool(Math.min(2, opts.poolSize));
     this.listener = new Listener({
       url: opts.directUrl ?? opts.url,
       applicationName: `${opts.applicationName ?? 'plinth'}-listener`,

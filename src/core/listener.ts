@@ -154,7 +154,10 @@ export class Listener {
       set.delete(entry);
       if (set.size > 0 || this.channels.get(channel) !== set) return;
       this.channels.delete(channel);
-      await this.client?.query(`UNLISTEN ${quoteIdent(channel)}`).catch(() => {});
+      const c = this.client;
+      await this.serial(async () => {
+        await c?.query(`UNLISTEN ${quoteIdent(channel)}`);
+      }).catch(() => {});
     };
     const client = this.client;
     if (client === null) {
@@ -164,7 +167,7 @@ export class Listener {
       onlisten?.();
     } else {
       try {
-        await client.query(`LISTEN ${quoteIdent(channel)}`);
+        await this.serial(() => client.query(`LISTEN ${quoteIdent(channel)}`));
         onlisten?.();
       } catch {
         // The connection went meanwhile: the next one listens to it.
@@ -176,11 +179,19 @@ export class Listener {
 
   /** A statement on the background connection (periodic work), as the owner. */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
-    // One at a time (node-postgres queues them, but deprecates doing so).
-    const run = this.queue.then(async () => {
+    return this.serial(async () => {
       const client = await this.connection();
       return (await client.query<R>(text, values)).rows;
     });
+  }
+
+  /**
+   * `fn` once every statement queued before it has ended: one statement at a time on the
+   * connection, LISTEN and UNLISTEN included (node-postgres queues overlapping ones, but
+   * deprecates doing so, with a warning in the log).
+   */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn);
     this.queue = run.then(
       () => {},
       () => {},

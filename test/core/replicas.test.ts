@@ -102,6 +102,12 @@ t.test('reads served by a real streaming replica, by the consistency rules', { s
   const rsql = postgres(replicaUrl, { max: 1, onnotice: () => {} });
   t.teardown(() => rsql.end({ timeout: 1 }).catch(() => {}));
   await waitFor('the replica to have the table', async () => (await rsql`select to_regclass('public.items') is not null as ok`.catch(() => [{ ok: false }]))[0].ok, 30_000);
+  // A replica behind the primary measures its lag from the last transaction it replayed, and
+  // one that replayed none since it started has no lag to show (it serves no read). The table
+  // came with the base backup: a transaction replayed now, unless the cluster's other
+  // databases made one meanwhile (on a quiet machine they may not have).
+  await db.sql`create table public.replayed ()`;
+  await waitFor('the replica to replay a transaction', async () => (await rsql`select pg_catalog.pg_last_xact_replay_timestamp() is not null as ok`.catch(() => [{ ok: false }]))[0].ok, 30_000);
   // Replay paused: what is written now reaches the primary only.
   await rsql`select pg_catalog.pg_wal_replay_pause()`;
 
