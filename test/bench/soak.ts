@@ -6,6 +6,9 @@
  * - REST reads (GET by key, anon key, 40/s) and writes (POST, anon key, 10/s) into a table
  *   with one webhook (deliveries to a local receiver) and a live subscription;
  * - 100 WebSocket clients on that subscription (every insert reaches each of them);
+ * - the table keeps its newest KEEP_ROWS rows: every second the driver deletes the older ones
+ *   in one statement (one more live message per socket), so the live query's result stays
+ *   under LIVE_MAX_ROWS, as a live query's result must (past it the subscription breaks);
  * - small uploads and downloads (16 KiB objects, service role, 2/s each);
  * - calls of the trivial Deno function (10/s).
  *
@@ -38,6 +41,7 @@ select live.subscribe('bench_soak', 'select id, title from bench_soak');
 `;
 const ITEM_IDS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17];
 const SOCKETS = 100;
+const KEEP_ROWS = 1000;
 const OBJECT = Buffer.alloc(16 * 1024, 7);
 const OBJECTS = 50;
 
@@ -139,6 +143,23 @@ export async function runSoak(o: SoakOptions): Promise<number> {
       },
     ];
     let inFlight = 0;
+    // The older rows go, once a second: each statement that deleted some is one live message per socket.
+    let deletes = 0;
+    let deleting = false;
+    timers.push(
+      setInterval(() => {
+        if (deleting) return;
+        deleting = true;
+        sql<{ n: number }[]>`with d as (delete from public.bench_soak where id <= (select max(id) from public.bench_soak) - ${KEEP_ROWS} returning 1) select count(*)::int as n from d`
+          .then(
+            ([{ n }]) => {
+              if (n > 0) deletes++;
+            },
+            (err: unknown) => fail('delete', err instanceof Error ? err.message : String(err)),
+          )
+          .finally(() => (deleting = false));
+      }, 1000),
+    );
     for (const k of kinds) {
       let i = 0;
       timers.push(
@@ -183,10 +204,11 @@ export async function runSoak(o: SoakOptions): Promise<number> {
     const inserts = ok['rest write'] ?? 0;
     while (deliveries < inserts && Date.now() < drainBy) await new Promise((r) => setTimeout(r, 100));
     if (deliveries < inserts) fail('webhook', `${inserts - deliveries} of ${inserts} inserts not delivered within 30 s`);
-    const expectedLive = inserts * SOCKETS;
+    while (deleting && Date.now() < drainBy) await new Promise((r) => setTimeout(r, 50));
+    const expectedLive = (inserts + deletes) * SOCKETS;
     while (liveMessages < expectedLive && Date.now() < drainBy) await new Promise((r) => setTimeout(r, 100));
     const totalErrors = Object.values(errors).reduce((a, b) => a + b, 0);
-    log(`\nsoak: ${JSON.stringify(ok)} ok; errors ${totalErrors} ${JSON.stringify(errors)}; ${deliveries} webhook deliveries for ${inserts} inserts; ${liveMessages} live messages (${expectedLive} inserts × sockets)`);
+    log(`\nsoak: ${JSON.stringify(ok)} ok; errors ${totalErrors} ${JSON.stringify(errors)}; ${deliveries} webhook deliveries for ${inserts} inserts; ${liveMessages} live messages (${expectedLive}: ${inserts} inserts and ${deletes} deletes × sockets)`);
     for (const e of firstErrors) log(`  ${e}`);
     const pass = totalErrors === 0 && maxRss <= SOAK_RSS_GOAL_MB;
     log(`soak: max RSS ${maxRss} MB (goal ≤ ${SOAK_RSS_GOAL_MB}), errors ${totalErrors} (goal 0): ${pass ? 'PASS' : 'MISS'}`);

@@ -2,7 +2,7 @@
 -- (delta, invalidated or overflow), with seq counting messages only (contract §5,
 -- interface §6.2, §8). The changes commit (autocommit) so their notifications are sent; a
 -- dblink session listens. This file runs on its own database clone.
-select plan(26);
+select plan(30);
 
 select dblink_connect('listener', format('host=127.0.0.1 port=%s dbname=%s user=%s', current_setting('port'), current_database(), current_user));
 select dblink_exec('listener', 'listen lqs');
@@ -110,6 +110,24 @@ set role anon;
 insert into public.shapes values (7);
 reset role;
 select is(pg_temp.msgs(), '[{"query_id": "shape", "seq": 5, "inserted": [{"id": 7}], "deleted": []}]'::jsonb, 'anon writes; the security-definer trigger diffs');
+
+-- LIVE_MAX_ROWS holds on the fast path too: a write that grows the result past it breaks the
+-- subscription (as a re-run does), and later writes leave its snapshot alone.
+select live_private.configure((select channel from live_private.settings), 3);
+create table public.capped (id int primary key);
+select live.subscribe('capped', 'select id from capped');
+insert into public.capped values (1), (2), (3);
+select is((select array[(fast_table is not null)::text, coalesce(broken, 'working')] from live_private.subscriptions where query_id = 'capped'),
+  array['true', 'working'], 'a fast-path subscription at the limit works');
+select is((select jsonb_agg(jsonb_build_object('seq', m->'seq', 'inserted', jsonb_array_length(m->'inserted'))) from jsonb_array_elements(pg_temp.msgs()) m where m->>'query_id' = 'capped'),
+  '[{"seq": 1, "inserted": 3}]'::jsonb, 'and sends its delta');
+insert into public.capped values (4);
+select is((select broken from live_private.subscriptions where query_id = 'capped'), 'live query result has more than 3 rows (LIVE_MAX_ROWS)',
+  'a write past LIVE_MAX_ROWS breaks it, with the reason');
+insert into public.capped values (5);
+select is((select array[jsonb_array_length(snapshot), seq] from live_private.subscriptions where query_id = 'capped'), array[3, 1]::bigint[],
+  'later writes neither grow its snapshot nor use a seq');
+select live_private.configure((select channel from live_private.settings), 10000);
 
 select dblink_disconnect('listener');
 select * from finish();
