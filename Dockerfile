@@ -17,6 +17,7 @@ RUN npm ci --omit=dev --no-audit --no-fund \
 FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     MALLOC_ARENA_MAX=2 \
+    MALLOC_MMAP_THRESHOLD_=131072 \
     HOST=0.0.0.0 \
     PORT=8000 \
     DATA_DIR=/data \

@@ -149,7 +149,7 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 
 function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const k of ['PATH', 'HOME', 'TMPDIR', 'UV_THREADPOOL_SIZE', 'NODE_ENV', 'NODE_COMPILE_CACHE', 'MALLOC_ARENA_MAX']) if (process.env[k] !== undefined) env[k] = process.env[k];
+  for (const k of ['PATH', 'HOME', 'TMPDIR', 'UV_THREADPOOL_SIZE', 'NODE_ENV', 'NODE_COMPILE_CACHE', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_']) if (process.env[k] !== undefined) env[k] = process.env[k];
   // The environment src/main.ts re-executes itself with: the forked children (no re-exec with
   // an IPC channel) load their modules as `npm start` does, without the type stripper, and
   // allocate in as many malloc arenas.

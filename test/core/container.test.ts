@@ -48,6 +48,7 @@ t.test('Dockerfile', async (t) => {
   t.ok(warm!.args.includes(argv.slice(0, -1).join(' ') + ' src/main.ts'), `with the CMD's flags (${warm?.args})`);
   t.ok(runtime.some((i) => i.op === 'ENV' && /NODE_COMPILE_CACHE=/.test(i.args)), 'NODE_COMPILE_CACHE set for the run');
   t.ok(runtime.some((i) => i.op === 'ENV' && /MALLOC_ARENA_MAX=2/.test(i.args)), 'MALLOC_ARENA_MAX=2 set for the run (decision 0306)');
+  t.ok(runtime.some((i) => i.op === 'ENV' && /MALLOC_MMAP_THRESHOLD_=131072/.test(i.args)), 'MALLOC_MMAP_THRESHOLD_=131072 set for the run (decision 0308)');
   const health = runtime.find((i) => i.op === 'HEALTHCHECK');
   t.match(health?.args, /\/ready/, 'a health check on readiness');
   t.ok(runtime.some((i) => i.op === 'COPY' && /--from=/.test(i.args)), 'dependencies copied from the build stage');

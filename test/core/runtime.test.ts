@@ -82,11 +82,11 @@ t.test('src/main.ts re-executes itself with the compile cache: a second start ru
   t.match(start({ NODE_DISABLE_COMPILE_CACHE: '1' }), /stripper:true/, 'without the cache the stripper loads (what the cache saves)');
 });
 
-t.test('src/main.ts re-executes itself with at most two malloc arenas, unless the environment says otherwise', async (t) => {
+t.test('src/main.ts re-executes itself with at most two malloc arenas and a fixed mmap threshold, unless the environment says otherwise', async (t) => {
   const tmp = mkdtempSync(join(tmpdir(), 'plinth-arena-'));
   t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
   const main = new URL('../../src/main.ts', import.meta.url).pathname;
-  const probe = `--import=data:text/javascript,process.on('exit',()=>process.stderr.write('arenas:'+process.env.MALLOC_ARENA_MAX+'\\n'))`;
+  const probe = `--import=data:text/javascript,process.on('exit',()=>process.stderr.write('arenas:'+process.env.MALLOC_ARENA_MAX+' mmap:'+process.env.MALLOC_MMAP_THRESHOLD_+'\\n'))`;
   const start = (extra: Record<string, string>) => {
     try {
       execFileSync(process.execPath, [...flags, probe, main], { env: { PATH: process.env.PATH ?? '', TMPDIR: tmp, PORT: 'none', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', ...extra }, encoding: 'utf8', stdio: 'pipe' });
@@ -95,7 +95,8 @@ t.test('src/main.ts re-executes itself with at most two malloc arenas, unless th
       return String((err as { stderr: string }).stderr);
     }
   };
-  t.match(start({}), /arenas:2\n/, 'MALLOC_ARENA_MAX=2 by default');
-  t.match(start({ NODE_COMPILE_CACHE: join(tmp, 'cc') }), /arenas:2\n/, 'also when the compile cache is set already (as in the container image)');
-  t.match(start({ MALLOC_ARENA_MAX: '4' }), /arenas:4\n/, "an operator's value wins");
+  t.match(start({}), /arenas:2 mmap:131072\n/, 'MALLOC_ARENA_MAX=2 and MALLOC_MMAP_THRESHOLD_=131072 by default');
+  t.match(start({ NODE_COMPILE_CACHE: join(tmp, 'cc') }), /arenas:2 mmap:131072\n/, 'also when the compile cache is set already (as in the container image)');
+  t.match(start({ MALLOC_ARENA_MAX: '4' }), /arenas:4 mmap:131072\n/, "an operator's arena count wins");
+  t.match(start({ MALLOC_MMAP_THRESHOLD_: '1048576' }), /arenas:2 mmap:1048576\n/, "an operator's mmap threshold wins");
 });
