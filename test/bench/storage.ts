@@ -7,6 +7,9 @@
  * while one 1 GiB object (64 MiB with --quick) goes up and comes back down (goal < 64 MiB;
  * a row whose ratio passes but whose growth does not is a MISS).
  *
+ * The database rows also measure PostgreSQL alone moving the same bytes the same way
+ * (storage-postgres.ts): the limit of that back end, printed beside the ratio.
+ *
  * Byte streams do not fit the request-rate harness, so these scenarios run themselves
  * (`custom`): their own database (a clone of the test template), one service process, their
  * own baseline process, transfers one at a time from this process, alternating baseline and
@@ -23,6 +26,7 @@ import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { ServerReady } from './server.ts';
 import type { CustomScenario } from './scenarios.ts';
+import { postgresSide, type PostgresSide } from './storage-postgres.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const SECRET = 'plinth-bench-storage-secret-0123456789-abcdef';
@@ -128,6 +132,7 @@ export async function runStorageScenario(kind: 'upload' | 'download', backend: B
   const db = await cloneTemplate('bench_storage_');
   const dataDir = mkdtempSync(join(tmpdir(), 'plinth-bench-storage-'));
   const children: Child[] = [];
+  let pg: PostgresSide | null = null;
   try {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
@@ -184,14 +189,27 @@ export async function runStorageScenario(kind: 'upload' | 'download', backend: B
       const r = await upload(svc.ready.url, `/storage/v1/object/${bucket}/obj.bin`, OBJECT, user);
       if (r.status !== 200) throw new Error(`${backend} seed upload: ${r.status} ${r.body}`);
     }
+    // The database back end's limit: PostgreSQL alone, the same bytes, the same COPY.
+    let objectId = '';
+    if (backend === 'database') {
+      pg = await postgresSide(db.url);
+      if (kind === 'download') {
+        const [row] = await pg.sql<{ id: string }[]>`select o.id from storage.objects o where o.bucket_id = ${bucket} and o.name = 'obj.bin'`;
+        objectId = row.id;
+      }
+    }
+    const sidePostgres = (): Promise<number> => (kind === 'upload' ? pg!.upload(OBJECT, SLICE) : pg!.download(objectId, OBJECT));
+    type Side = 'baseline' | 'service' | 'postgres';
+    const sides: Side[] = pg ? ['baseline', 'service', 'postgres'] : ['baseline', 'service'];
+    const run = (side: Side) => (side === 'baseline' ? sideBaseline() : side === 'service' ? sideService() : sidePostgres());
     // Warm-up, not measured.
-    await sideBaseline();
-    await sideService();
+    for (const side of sides) await run(side);
 
-    const seconds = { baseline: 0, service: 0 };
+    const seconds = { baseline: 0, service: 0, postgres: 0 };
     for (let round = 0; round < rounds; round++) {
-      const order: Array<'baseline' | 'service'> = round % 2 === 0 ? ['baseline', 'service'] : ['service', 'baseline'];
-      for (const side of order) seconds[side] += side === 'baseline' ? await sideBaseline() : await sideService();
+      // Each side goes first in turn.
+      const order = sides.map((_, i) => sides[(i + round) % sides.length]);
+      for (const side of order) seconds[side] += await run(side);
     }
     const rate = { baseline: mbps(rounds * OBJECT, seconds.baseline), service: mbps(rounds * OBJECT, seconds.service) };
     const ratio = rate.service / rate.baseline;
@@ -204,6 +222,12 @@ export async function runStorageScenario(kind: 'upload' | 'download', backend: B
       ratio: round3(ratio),
     };
     let note = `MB/s; ${backend} ${rate.service.toFixed(0)}, bare stream ${rate.baseline.toFixed(0)} (ratio ${ratio.toFixed(2)})`;
+    if (pg) {
+      const limit = mbps(rounds * OBJECT, seconds.postgres);
+      extra.postgres_mbps = round1(limit);
+      extra.ratio_to_postgres = round3(rate.service / limit);
+      note += `; PostgreSQL alone (the same binary COPY from one connection) ${limit.toFixed(0)}, ${(limit / rate.baseline).toFixed(2)} of the bare stream: plinth ${(rate.service / limit).toFixed(2)} of it`;
+    }
     let status: 'MISS' | undefined;
 
     if (kind === 'download') {
@@ -225,6 +249,7 @@ export async function runStorageScenario(kind: 'upload' | 'download', backend: B
     const rssMb = (await svc.child.stats()).rss_mb;
     return { rps: rate.service, baseline_rps: rate.baseline, rss_mb: rssMb, note, extra, ...(status ? { status } : {}) };
   } finally {
+    await pg?.close().catch(() => {});
     await Promise.all(children.map((c) => c.stop().catch(() => {})));
     await db.drop().catch(() => {});
     rmSync(dataDir, { recursive: true, force: true });

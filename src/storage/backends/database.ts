@@ -33,11 +33,11 @@ const WINDOW_BYTES = 8 * 1024 * 1024;
 const DONE: PendingPut = { commit: async () => {}, abort: async () => {} };
 
 /** The binary COPY signature, flags and header extension length. */
-const COPY_HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
-const COPY_TRAILER = Buffer.from([0xff, 0xff]);
+export const COPY_HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
+export const COPY_TRAILER = Buffer.from([0xff, 0xff]);
 
 /** A tuple's fields up to the data's length word: (object_id uuid, seq int4, data bytea). */
-function tupleHead(id: Buffer, seq: number, length: number): Buffer {
+export function tupleHead(id: Buffer, seq: number, length: number): Buffer {
   const b = Buffer.allocUnsafe(2 + 4 + 16 + 4 + 4 + 4);
   b.writeInt16BE(3, 0);
   b.writeInt32BE(16, 2);
@@ -68,7 +68,7 @@ async function put(out: Writable, buf: Buffer): Promise<void> {
  * The single bytea column of a binary COPY TO stream, one Buffer per row. A row that
  * arrives whole in one message (PostgreSQL sends one per row) is a view of it, not a copy.
  */
-async function* copyRows(src: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+export async function* copyRows(src: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
   let pending: Buffer = Buffer.alloc(0);
   let headerLeft = COPY_HEADER.length;
   let ended = false;
