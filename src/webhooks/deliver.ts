@@ -4,7 +4,7 @@
  * about in one statement, made concurrently, and recorded in one transaction.
  *
  * The job comes from the outbox (outbox.sql), with the body as text. Every attempt first
- * asks SQL whether it is still due and where it goes (`begin_attempt`: url and secret,
+ * asks SQL whether it is still due and where it goes (`begin_attempts`: url and secret,
  * never in the job; `done` when this attempt is already recorded, so a job run again after
  * a crash does not post it twice), POSTs the exact bytes with
  *   Content-Type: application/json
@@ -163,7 +163,7 @@ export function deliverTask(deps: Deps, stopping: AbortSignal, noteDue: (ms: num
         break;
       default: {
         const never: never = target.status;
-        throw new Error(`unknown begin_attempt status ${String(never)}`);
+        throw new Error(`unknown begin_attempts status ${String(never)}`);
       }
     }
     const requestId = typeof p.r === 'string' ? p.r : null;

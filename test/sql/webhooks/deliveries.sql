@@ -3,7 +3,7 @@
 -- duplicate, gone; a batch in order), requeue, redeliver (every status), list_deliveries, the view,
 -- and the 7-day purge.
 begin;
-select plan(35);
+select plan(36);
 
 create table public.wh_d (id int primary key);
 select is((select status from webhooks.create_hook('http://x.test/d', null, 'wh_d', 'k')), 'ok', 'a webhook');
@@ -76,6 +76,8 @@ select is((select row(status, attempt)::text from webhooks.redeliver('00000000-0
 select is((select status from webhooks.redeliver((select id from h), '00000000-0000-4000-8000-0000000000ff', 'req-2')), 'not_found', 'redeliver: an unknown delivery');
 select is((select status from webhooks.redeliver((select id from h), '00000000-0000-4000-8000-0000000000d2', 'req-2')), 'not_failed', 'redeliver: a delivered one');
 update webhooks_private.hooks set active = false;
+select is(pg_temp.begin(pg_temp.item('00000000-0000-4000-8000-0000000000d3', 2, null, null)), '{gone:-:-}',
+  'an attempt of a paused webhook is gone, without its url or secret');
 select is((select status from webhooks.redeliver((select id from h), '00000000-0000-4000-8000-0000000000d1', 'req-2')), 'paused', 'redeliver: a paused webhook');
 update webhooks_private.hooks set active = true;
 select is((select row(status, attempt)::text from webhooks.redeliver((select id from h), '00000000-0000-4000-8000-0000000000d1', 'req-2')),
