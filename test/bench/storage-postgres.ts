@@ -10,7 +10,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { CHUNK_BYTES, COPY_HEADER, COPY_TRAILER, copyRows, tupleHead } from '../../src/storage/backends/database.ts';
+import { CHUNK_BYTES, COPY_HEADER, COPY_TRAILER, copyRows, tupleHead, writeWithBackpressure } from '../../src/storage/backends/database.ts';
 
 const PROBE_TABLE = 'public.bench_chunk_probe';
 
@@ -38,7 +38,7 @@ export async function postgresSide(url: string): Promise<PostgresSide> {
           copy.once('finish', resolve);
           copy.once('error', reject);
         });
-        const put = (b: Buffer) => new Promise<void>((resolve) => (copy.write(b) ? resolve() : copy.once('drain', () => resolve())));
+        const put = (b: Buffer) => writeWithBackpressure(copy, b);
         await put(COPY_HEADER);
         let seq = 0;
         for (let left = bytes; left > 0; left -= CHUNK_BYTES) {

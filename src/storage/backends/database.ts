@@ -49,7 +49,7 @@ export function tupleHead(id: Buffer, seq: number, length: number): Buffer {
 }
 
 /** Write with the stream's backpressure. */
-async function put(out: Writable, buf: Buffer): Promise<void> {
+export async function writeWithBackpressure(out: Writable, buf: Buffer): Promise<void> {
   if (!out.write(buf)) {
     await new Promise<void>((resolve, reject) => {
       const done = (err?: Error) => {
@@ -164,11 +164,11 @@ export function databaseBackend(db: Db): Backend {
       let held = 0;
       let seq = 0;
       const chunk = async (bufs: Buffer[], length: number) => {
-        await put(copy, tupleHead(id, seq++, length));
-        for (const b of bufs) await put(copy, b);
+        await writeWithBackpressure(copy, tupleHead(id, seq++, length));
+        for (const b of bufs) await writeWithBackpressure(copy, b);
       };
       try {
-        await put(copy, COPY_HEADER);
+        await writeWithBackpressure(copy, COPY_HEADER);
         for await (const piece of body as AsyncIterable<Buffer>) {
           if (held + piece.length < CHUNK_BYTES) {
             parts.push(piece);
@@ -191,7 +191,7 @@ export function databaseBackend(db: Db): Backend {
           }
         }
         if (held > 0) await chunk(parts, held);
-        await put(copy, COPY_TRAILER);
+        await writeWithBackpressure(copy, COPY_TRAILER);
         copy.end();
         await Promise.race([finished, sent]);
         await tx`select pg_catalog.set_config('statement_timeout', ${timeout}, true)`;
