@@ -118,6 +118,9 @@ t.test('kill -9 during uploads leaves no row without its bytes, and the sweep le
     const slow = http.request(`${base}/storage/v1/object/crash/slow-${round}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream', 'transfer-encoding': 'chunked' } });
     slow.on('error', () => {});
     slow.write(Buffer.alloc(64 * 1024, 1));
+    // Its temporary file exists once it has its transaction (a connection of the pool): wait
+    // for it before the small uploads compete for the pool, or the kill may find it queued.
+    await until(() => tmpFiles().length > 0, 'the slow upload streaming', 60_000);
     // Many small uploads at once, until the kill.
     let stop = false;
     const workers = Array.from({ length: 12 }, async () => {
