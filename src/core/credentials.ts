@@ -29,14 +29,23 @@ export interface Credential extends RequestContext {
 
 const CACHE_LIMIT = 10_000;
 
+/**
+ * Whether a user token with the role service_role at this `aal` may pass a service-role
+ * route (sql/fixtures/auth/admin_aal.sql: aal2, or no verified factor on the account).
+ */
+export type AdminAalCheck = (userId: string, aal: string | null) => Promise<boolean>;
+
 export class Credentials {
   readonly anonymous: Credential;
   private readonly key: Uint8Array;
   private readonly roles: ReadonlySet<string>;
   private readonly devMode: boolean;
   private readonly cache = new Map<string, Credential>();
+  private readonly adminAalOk: AdminAalCheck | null;
 
-  constructor(config: RuntimeConfig) {
+  /** `adminAalOk` null: every service_role token passes (tests of the gate alone). */
+  constructor(config: RuntimeConfig, adminAalOk: AdminAalCheck | null = null) {
+    this.adminAalOk = adminAalOk;
     this.key = new TextEncoder().encode(config.secret);
     this.roles = new Set(['anon', 'authenticated', 'service_role', config.anonymousRole]);
     this.devMode = config.devMode;
@@ -164,6 +173,10 @@ export class Credentials {
    * required` (docs/decisions/0008-service-role-endpoints-401-then-403.md). It runs before
    * the body is read (docs/decisions/0100-the-role-is-judged-before-the-body.md); the
    * handler takes the credential with `gatedCredential(req)`.
+   *
+   * A user's token (one with `sub`, an admin account's) below aal2 passes only when the
+   * account has no verified factor, which the database decides (403 `insufficient_aal`
+   * otherwise): the service-role key has no user and never asks.
    */
   requireRole(role: 'service_role'): (req: FastifyRequest) => Promise<void> {
     return async (req) => {
@@ -171,6 +184,10 @@ export class Credentials {
       if (cred === null) throw ERRORS.missingCredentials();
       setRequestCaller(req.raw, cred);
       if (cred.role !== role) throw ERRORS.serviceRoleRequired();
+      const aal = typeof cred.claimsObject.aal === 'string' ? cred.claimsObject.aal : null;
+      if (cred.userId !== null && aal !== 'aal2' && this.adminAalOk !== null && !(await this.adminAalOk(cred.userId, aal))) {
+        throw ERRORS.insufficientAal();
+      }
       gated.set(req, cred);
     };
   }
