@@ -148,8 +148,24 @@ export class Credentials {
    */
   api(req: FastifyRequest): Credential | Promise<Credential> {
     const cred = this.#fromHeaders(req.headers);
-    if (cred instanceof Promise) return cred.then((c) => forRequest(req, this.#orAnonymous(c)));
-    return forRequest(req, this.#orAnonymous(cred));
+    if (cred instanceof Promise) return cred.then((c) => this.aalChecked(forRequest(req, this.#orAnonymous(c))));
+    return this.aalChecked(forRequest(req, this.#orAnonymous(cred)));
+  }
+
+  /**
+   * An admin account's token (a user's, role service_role) below aal2 whose account has a
+   * verified factor is refused, 403 `insufficient_aal` (sql/fixtures/auth/admin_aal.sql):
+   * the password alone must not act as the service role. Every other credential (the keys
+   * included) passes as it is, without a promise and without asking the database.
+   */
+  aalChecked(cred: Credential): Credential | Promise<Credential> {
+    if (cred.role !== 'service_role' || cred.userId === null || this.adminAalOk === null) return cred;
+    const aal = typeof cred.claimsObject.aal === 'string' ? cred.claimsObject.aal : null;
+    if (aal === 'aal2') return cred;
+    return this.adminAalOk(cred.userId, aal).then((ok) => {
+      if (!ok) throw ERRORS.insufficientAal();
+      return cred;
+    });
   }
 
   #orAnonymous(cred: Credential | null): Credential {
@@ -184,11 +200,7 @@ export class Credentials {
       if (cred === null) throw ERRORS.missingCredentials();
       setRequestCaller(req.raw, cred);
       if (cred.role !== role) throw ERRORS.serviceRoleRequired();
-      const aal = typeof cred.claimsObject.aal === 'string' ? cred.claimsObject.aal : null;
-      if (cred.userId !== null && aal !== 'aal2' && this.adminAalOk !== null && !(await this.adminAalOk(cred.userId, aal))) {
-        throw ERRORS.insufficientAal();
-      }
-      gated.set(req, cred);
+      gated.set(req, await this.aalChecked(cred));
     };
   }
 }
