@@ -7,7 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TaskList } from 'graphile-worker';
 import type { RuntimeConfig } from './core/config.ts';
-import { Credentials } from './core/credentials.ts';
+import { Credentials, type AdminAalCheck } from './core/credentials.ts';
 import type { Area, Deps } from './core/area.ts';
 import { Db } from './core/db.ts';
 import type { Server } from 'node:http';
@@ -15,6 +15,7 @@ import { InstanceRegistry, instanceName } from './core/instances.ts';
 import { buildHttp, inFlightRequests, cutRequests } from './core/http.ts';
 import type { Logger } from './core/log.ts';
 import { Metrics } from './core/metrics.ts';
+import { pgErrorToAppError } from './core/errors.ts';
 import { RequestLog } from './core/request-log.ts';
 import { startWorker, type Worker } from './worker/index.ts';
 import { healthArea } from './health/index.ts';
@@ -89,7 +90,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
   const requestLog = new RequestLog(config.requestLogSize);
   const cut = new AbortController();
   const lifecycle = { draining: false, cut: cut.signal };
-  const deps: Deps = { config, db, log, credentials: new Credentials(config), metrics, requestLog, lifecycle };
+  const deps: Deps = { config, db, log, credentials: new Credentials(config, adminAalCheck(db)), metrics, requestLog, lifecycle };
   // OpenTelemetry is loaded only when configured: without it the request path pays nothing.
   const tracing = config.otelEndpoint !== null ? await (await import('./core/tracing.ts')).startTracing(config, log) : null;
   const app = buildHttp(config, log, { requestLog, metrics, trace: tracing?.requestTracer });
@@ -178,6 +179,25 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
       setTimeout(() => app.server.closeAllConnections(), 500).unref();
       return requests;
     },
+  };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The service-role gate's question for an admin's token below aal2, asked of the database
+ * (sql/fixtures/auth/admin_aal.sql). A `sub` that is no user id (a token made by hand with
+ * the secret) names no account, so no factor.
+ */
+function adminAalCheck(db: Db): AdminAalCheck {
+  return async (userId, aal) => {
+    if (!UUID.test(userId)) return true;
+    try {
+      const [r] = await db.sql<{ ok: boolean }[]>`select auth.admin_aal_ok(${userId}::uuid, ${aal}::text) as ok`;
+      return r.ok;
+    } catch (err) {
+      throw pgErrorToAppError(err);
+    }
   };
 }
 

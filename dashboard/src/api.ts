@@ -8,6 +8,8 @@ export interface Session {
   kind: 'account' | 'key';
   email?: string;
   refreshToken?: string;
+  /** An account's token: `aal2` once its second factor was verified in this sign-in. */
+  aal?: string;
 }
 
 const KEY = 'plinth.dashboard.session';

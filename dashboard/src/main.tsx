@@ -1,6 +1,7 @@
 /**
  * The plinth dashboard: a single page over plinth's documented HTTP endpoints, for the people
- * who run it. Sign-in with a service_role account or the service-role key; the first admin
+ * who run it. Sign-in with a service_role account (and its second factor when it has one,
+ * mfa.tsx) or the service-role key; the first admin
  * comes from the one-time setup link that `npm start` prints. Views are addressed by the
  * hash (#/tables, #/users …) so a reload keeps the place.
  */
@@ -9,6 +10,7 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { call, currentSession, errorText, get, onSession, setSession } from './api.ts';
 import { ErrorLine, Field, useAction } from './ui.tsx';
+import { EnrolOffer, SecondFactor, startAccountSession, verifiedFactor, type Pending, type TokenAnswer } from './mfa.tsx';
 import { TablesView } from './views/tables.tsx';
 import { SqlView } from './views/sql.tsx';
 import { UsersView } from './views/users.tsx';
@@ -54,25 +56,25 @@ function useSession() {
   return s;
 }
 
-interface TokenAnswer {
-  access_token: string;
-  refresh_token: string;
-  user: { email: string | null; role: string };
-}
-
-async function signInWithPassword(email: string, password: string): Promise<void> {
+/** A password sign-in: the session, or the second step when the account has a verified factor. */
+async function signInWithPassword(email: string, password: string): Promise<Pending | null> {
   const r = await call<TokenAnswer>('POST', '/auth/v1/token?grant_type=password', { body: { grant_type: 'password', email, password }, token: null });
   if (r.data.user.role !== 'service_role') {
     throw new Error(`This account's role is ${r.data.user.role}: only service_role accounts can open the dashboard.`);
   }
-  setSession({ token: r.data.access_token, refreshToken: r.data.refresh_token, kind: 'account', email: r.data.user.email ?? email });
+  const factorId = await verifiedFactor(r.data.access_token);
+  if (factorId !== null) return { token: r.data.access_token, email: r.data.user.email ?? email, factorId };
+  startAccountSession(r.data, email);
+  return null;
 }
 
 function SignIn() {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
   const [key, setKey] = useState('');
+  const [pending, setPending] = useState<Pending | null>(null);
   const action = useAction();
+  if (pending) return <SecondFactor pending={pending} onCancel={() => setPending(null)} />;
   return (
     <main class="signin">
       <h1>plinth</h1>
@@ -80,7 +82,7 @@ function SignIn() {
         aria-labelledby="signin-title"
         onSubmit={(e) => {
           e.preventDefault();
-          void action.run(() => signInWithPassword(email, password));
+          void action.run(async () => setPending(await signInWithPassword(email, password)));
         }}
       >
         <h2 id="signin-title">Sign in</h2>
@@ -182,6 +184,7 @@ function Shell({ view }: { view: View }) {
         </button>
       </header>
       <main>
+        <EnrolOffer />
         {error ? <p class="error">{errorText(error)}</p> : null}
         {view === 'tables' && <TablesView />}
         {view === 'sql' && <SqlView settings={settings} />}

@@ -44,7 +44,10 @@ export type SessionGrant = GrantRow<string>;
 export interface AuditContext {
   ip: string;
   user_agent: string | null;
+  /** The service's own id of the request. */
   request_id: string | null;
+  /** The caller's X-Request-Id, when it sent a valid one (kept beside, never as, request_id). */
+  client_request_id?: string | null;
 }
 
 export function auditParam(sql: Sql, c: AuditContext | null): postgres.Parameter | null {
@@ -169,7 +172,7 @@ export async function getUser(sql: Sql, userId: string): Promise<UserRow<'ok' | 
   return r;
 }
 
-export type UpdateUserStatus = 'ok' | 'not_found' | 'email_taken';
+export type UpdateUserStatus = 'ok' | 'not_found' | 'email_taken' | 'insufficient_aal';
 
 export interface UpdateUserInput {
   email: string | null;
@@ -178,13 +181,15 @@ export interface UpdateUserInput {
   /** The caller's session (refresh-token family): it survives an email or password change, the others end. */
   sessionId: string | null;
   context: AuditContext | null;
+  /** The caller's token's `aal`: with a verified factor the email and password change only at aal2. */
+  aal: string | null;
 }
 
 export async function updateUser(sql: Sql, userId: string, i: UpdateUserInput): Promise<UserRow<UpdateUserStatus>> {
   const [r] = await call(
     sql<UserRow<UpdateUserStatus>[]>`select * from auth.update_user(${userId}::uuid, ${i.email}::text, ${i.passwordHash}::text,
       ${i.userMetadata === null ? null : sql.json(i.userMetadata as postgres.JSONValue)}::jsonb, ${i.sessionId}::uuid,
-      ${auditParam(sql, i.context)}::jsonb)`,
+      ${auditParam(sql, i.context)}::jsonb, ${i.aal}::text)`,
   );
   return r;
 }

@@ -165,13 +165,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
   async function anonymousGate(req: FastifyRequest): Promise<void> {
     if (!config.allowAnonymousSignin) throw AUTH_ERRORS.anonymousDisabled();
     if (config.anonymousRateLimit === 0) return;
-    const status = await q.takeRateLimit(
-      sql,
-      'anonymous',
-      clientIp(req, config.trustProxy),
-      config.anonymousRateLimit,
-      ANONYMOUS_WINDOW_SECONDS,
-    );
+    const status = await q.takeRateLimit(sql, 'anonymous', clientIp(req, config.trustProxy), config.anonymousRateLimit, ANONYMOUS_WINDOW_SECONDS);
     if (status === 'limited') throw AUTH_ERRORS.tooManyRequests();
   }
 
@@ -329,6 +323,8 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
       // An email or password change ends the user's other sessions; the caller's stays.
       sessionId: typeof sessionId === 'string' && UUID.test(sessionId) ? sessionId : null,
       context: audit(req),
+      // With a verified factor, the email and the password change only at aal2 (GoTrue).
+      aal: typeof cred.claimsObject.aal === 'string' ? cred.claimsObject.aal : null,
     });
     switch (r.status) {
       case 'ok':
@@ -337,6 +333,8 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
         throw AUTH_ERRORS.userNotFound();
       case 'email_taken':
         throw AUTH_ERRORS.emailTaken();
+      case 'insufficient_aal':
+        throw ERRORS.insufficientAal();
       default:
         return unreachable(r.status);
     }

@@ -21,6 +21,7 @@ import type { Deps } from '../core/area.ts';
 import type { RuntimeConfig } from '../core/config.ts';
 import { AppError } from '../core/errors.ts';
 import { clientIp } from '../core/http.ts';
+import { ownRequestId } from '../core/request-log.ts';
 import type { Session, User } from '../shared/wire.ts';
 import { runAccessTokenHook, startSession, type AmrEntry, type AuditContext, type SessionGrant } from './db.ts';
 import { accessTokenClaims, newOpaqueToken, signAccessToken, signClaims, type AccessTokenClaims, type OpaqueToken } from './tokens.ts';
@@ -45,7 +46,9 @@ export function isOkGrant(g: SessionGrant): g is SessionGrant & OkGrant {
 /** What the audit log keeps of a request: the client IP, the user agent and the request id. */
 export function auditContext(req: FastifyRequest, config: Pick<RuntimeConfig, 'trustProxy'>): AuditContext {
   const ua = req.headers['user-agent'];
-  return { ip: clientIp(req, config.trustProxy), user_agent: typeof ua === 'string' ? ua : null, request_id: String(req.id) };
+  // The caller may choose X-Request-Id: it never becomes the id of its own audit entries.
+  const ids = ownRequestId(req);
+  return { ip: clientIp(req, config.trustProxy), user_agent: typeof ua === 'string' ? ua : null, request_id: ids.own, client_request_id: ids.client };
 }
 
 /** The access-token hook gets this long; a slower one refuses the token (fails closed). */

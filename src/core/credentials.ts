@@ -29,14 +29,23 @@ export interface Credential extends RequestContext {
 
 const CACHE_LIMIT = 10_000;
 
+/**
+ * Whether a user token with the role service_role at this `aal` may pass a service-role
+ * route (sql/fixtures/auth/admin_aal.sql: aal2, or no verified factor on the account).
+ */
+export type AdminAalCheck = (userId: string, aal: string | null) => Promise<boolean>;
+
 export class Credentials {
   readonly anonymous: Credential;
   private readonly key: Uint8Array;
   private readonly roles: ReadonlySet<string>;
   private readonly devMode: boolean;
   private readonly cache = new Map<string, Credential>();
+  private readonly adminAalOk: AdminAalCheck | null;
 
-  constructor(config: RuntimeConfig) {
+  /** `adminAalOk` null: every service_role token passes (tests of the gate alone). */
+  constructor(config: RuntimeConfig, adminAalOk: AdminAalCheck | null = null) {
+    this.adminAalOk = adminAalOk;
     this.key = new TextEncoder().encode(config.secret);
     this.roles = new Set(['anon', 'authenticated', 'service_role', config.anonymousRole]);
     this.devMode = config.devMode;
@@ -139,8 +148,24 @@ export class Credentials {
    */
   api(req: FastifyRequest): Credential | Promise<Credential> {
     const cred = this.#fromHeaders(req.headers);
-    if (cred instanceof Promise) return cred.then((c) => forRequest(req, this.#orAnonymous(c)));
-    return forRequest(req, this.#orAnonymous(cred));
+    if (cred instanceof Promise) return cred.then((c) => this.aalChecked(forRequest(req, this.#orAnonymous(c))));
+    return this.aalChecked(forRequest(req, this.#orAnonymous(cred)));
+  }
+
+  /**
+   * An admin account's token (a user's, role service_role) below aal2 whose account has a
+   * verified factor is refused, 403 `insufficient_aal` (sql/fixtures/auth/admin_aal.sql):
+   * the password alone must not act as the service role. Every other credential (the keys
+   * included) passes as it is, without a promise and without asking the database.
+   */
+  aalChecked(cred: Credential): Credential | Promise<Credential> {
+    if (cred.role !== 'service_role' || cred.userId === null || this.adminAalOk === null) return cred;
+    const aal = typeof cred.claimsObject.aal === 'string' ? cred.claimsObject.aal : null;
+    if (aal === 'aal2') return cred;
+    return this.adminAalOk(cred.userId, aal).then((ok) => {
+      if (!ok) throw ERRORS.insufficientAal();
+      return cred;
+    });
   }
 
   #orAnonymous(cred: Credential | null): Credential {
@@ -164,6 +189,10 @@ export class Credentials {
    * required` (docs/decisions/0008-service-role-endpoints-401-then-403.md). It runs before
    * the body is read (docs/decisions/0100-the-role-is-judged-before-the-body.md); the
    * handler takes the credential with `gatedCredential(req)`.
+   *
+   * A user's token (one with `sub`, an admin account's) below aal2 passes only when the
+   * account has no verified factor, which the database decides (403 `insufficient_aal`
+   * otherwise): the service-role key has no user and never asks.
    */
   requireRole(role: 'service_role'): (req: FastifyRequest) => Promise<void> {
     return async (req) => {
@@ -171,7 +200,7 @@ export class Credentials {
       if (cred === null) throw ERRORS.missingCredentials();
       setRequestCaller(req.raw, cred);
       if (cred.role !== role) throw ERRORS.serviceRoleRequired();
-      gated.set(req, cred);
+      gated.set(req, await this.aalChecked(cred));
     };
   }
 }

@@ -1,6 +1,6 @@
 /**
  * The database: the owner pool (migrations' role: the service's own auth/admin/webhook/
- * storage functions, `/api/sql`), one LISTEN connection for cache reloads, and the request
+ * storage functions), `/api/sql`'s connection (plinth_sql), one LISTEN connection for cache reloads, and the request
  * lanes, where `withContext` and `transactionWithContext` run work as the caller.
  *
  * Request work never runs on an owner connection. Each API role has its own LOGIN role
@@ -51,6 +51,8 @@ export const LOGIN_ROLES: Readonly<Record<string, string>> = Object.freeze({
   service_role: 'plinth_service',
 });
 export const GUEST_LOGIN_ROLE = 'plinth_guest';
+/** The login role of POST /api/sql: not a superuser, a member of service_role only (sql/fixtures/core/sql_role.sql). */
+export const SQL_LOGIN_ROLE = 'plinth_sql';
 
 /** The login role for an API role, or null when it is not one of the four. */
 export function loginRoleFor(apiRole: string, anonymousRole: string): string | null {
@@ -120,7 +122,7 @@ export interface ContextOptions {
 }
 
 export class Db {
-  /** The owner pool (auth, admin, webhooks, storage, jobs, /api/sql): runs as the connecting role. */
+  /** The owner pool (auth, admin, webhooks, storage, jobs): runs as the connecting role. */
   readonly sql: Sql;
   /**
    * The webhook outbox drain's and delivery task's statements, as the connecting role: at
@@ -130,6 +132,7 @@ export class Db {
    */
   readonly background: Sql;
   private readonly roles = new Map<string, RoleLanes>();
+  private sqlConsolePool: Sql | null = null;
   /** DATABASE_READ_URL's replicas; their connections are taken from the same budget. */
   readonly replicas: readonly Replica[];
   private readonly replicaTurn = { n: 0 };
@@ -198,13 +201,8 @@ export class Db {
     if (r) return r;
     const login = loginRoleFor(apiRole, this.anonymousRole);
     if (login === null) throw new Error(`no request lane for the role "${apiRole}"`);
-    const u = new URL(replica?.url ?? this.opts.url);
-    u.username = login;
-    const password =
-      this.opts.requestPassword ?? (this.opts.secret !== undefined ? deriveLoginPassword(this.opts.secret, login) : null);
-    u.password = password === null ? '' : encodeURIComponent(password);
     r = new RoleLanes({
-      url: u.toString(),
+      url: this.loginUrl(login, replica?.url),
       count: this.opts.poolSize,
       applicationName: this.requestApplicationName,
       apiRole,
@@ -214,6 +212,34 @@ export class Db {
     });
     roles.set(apiRole, r);
     return r;
+  }
+
+  /** The URL of a login role (lanes, /api/sql): its name, and its password when plinth manages one. */
+  private loginUrl(login: string, base: string = this.opts.url): string {
+    const u = new URL(base);
+    u.username = login;
+    const password =
+      this.opts.requestPassword ?? (this.opts.secret !== undefined ? deriveLoginPassword(this.opts.secret, login) : null);
+    u.password = password === null ? '' : encodeURIComponent(password);
+    return u.toString();
+  }
+
+  /**
+   * POST /api/sql's pool (created on first use): one connection that LOGS IN as plinth_sql,
+   * never the owner, so no RESET ROLE or SET ROLE in the text can reach the owner. Taken from
+   * the same budget, tagged like the request connections (a shutdown cancels its statement).
+   */
+  sqlConsole(): Sql {
+    this.sqlConsolePool ??= budgetedPool(this.loginUrl(SQL_LOGIN_ROLE), this.budget, this.opts.idleMs ?? 10_000, {
+      max: 1,
+      prepare: false,
+      connect_timeout: CONNECT_TIMEOUT_S,
+      max_lifetime: 60 * 30,
+      onnotice: () => {},
+      backoff: reconnectBackoff,
+      connection: { application_name: this.requestApplicationName },
+    });
+    return this.sqlConsolePool;
   }
 
   /** The statement timeout of an API role, loaded once (and again on a `roles` cache reload). */
@@ -458,6 +484,7 @@ export class Db {
       ...this.replicas.map((r) => r.end(timeout)),
       this.sql.end({ timeout }),
       this.background.end({ timeout }),
+      this.sqlConsolePool?.end({ timeout }),
       this.listener.end(),
     ]);
   }

@@ -33,6 +33,8 @@ export const ERRORS = {
   missingCredentials: () => new AppError(401, 'missing credentials'),
   invalidToken: () => new AppError(401, 'invalid or expired token'),
   serviceRoleRequired: () => new AppError(403, 'service role required'),
+  /** GoTrue's name: the session must be verified with its second factor (aal2) first. */
+  insufficientAal: () => new AppError(403, 'insufficient_aal'),
   permissionDenied: (cause?: unknown) => new AppError(403, 'permission denied', { cause }),
   databaseUnavailable: (cause?: unknown) => new AppError(503, 'database unavailable', { cause }),
   databaseBusy: (cause?: unknown) => new AppError(503, 'database busy', { cause }),

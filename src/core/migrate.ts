@@ -25,7 +25,7 @@ import { Logger as GraphileLogger } from '@graphile/logger';
 import type { Settings } from 'graphile-migrate';
 import { Logger as WorkerLogger, runMigrations as workerMigrations } from 'graphile-worker';
 import postgres from 'postgres';
-import { deriveLoginPassword, GUEST_LOGIN_ROLE, LOGIN_ROLES } from './db.ts';
+import { deriveLoginPassword, GUEST_LOGIN_ROLE, LOGIN_ROLES, SQL_LOGIN_ROLE } from './db.ts';
 import type { Logger } from './log.ts';
 
 /** plinth's own migrations: `committed/`, `fixtures/` and `current.sql`. */
@@ -286,7 +286,7 @@ export async function warnIfStatementNamesShow(databaseUrl: string, log: Logger)
 export async function setLoginPasswords(databaseUrl: string, secret: string): Promise<void> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {}, connect_timeout: 10 });
   try {
-    const logins = [...Object.values(LOGIN_ROLES), GUEST_LOGIN_ROLE];
+    const logins = [...Object.values(LOGIN_ROLES), GUEST_LOGIN_ROLE, SQL_LOGIN_ROLE];
     const existing = await sql<{ rolname: string }[]>`select rolname from pg_catalog.pg_roles where rolname = any(${logins})`;
     for (const { rolname: login } of existing) {
       // base64url: no quote can occur; the statement takes no parameters.

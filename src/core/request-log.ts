@@ -19,6 +19,23 @@ export function requestIdFrom(header: string | string[] | undefined): string {
   return typeof header === 'string' && INCOMING_ID.test(header) ? header : randomUUID();
 }
 
+const ownIds = new WeakMap<object, string>();
+
+/**
+ * The service's own id of a request and the caller's, for records a caller must not name
+ * (the audit log): the request's id when the service made it; when the caller chose it
+ * (X-Request-Id), a new UUID, the same for the whole request, with the caller's beside it.
+ */
+export function ownRequestId(req: { id: string; raw: object; headers: Record<string, unknown> }): { own: string; client: string | null } {
+  if (req.headers['x-request-id'] !== req.id) return { own: req.id, client: null };
+  let own = ownIds.get(req.raw);
+  if (own === undefined) {
+    own = randomUUID();
+    ownIds.set(req.raw, own);
+  }
+  return { own, client: req.id };
+}
+
 /** One answered request, as the log line and `GET /api/requests` show it. */
 export interface RequestEntry {
   id: string;

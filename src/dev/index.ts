@@ -1,7 +1,8 @@
 /**
  * Development-only endpoints (docs/api/admin-and-sql.md), all service_role:
- * - POST /api/sql, only with ENABLE_SQL_ENDPOINT=true: runs the text as the connecting
- *   role in one transaction with the simple-query protocol (several statements allowed)
+ * - POST /api/sql, only with ENABLE_SQL_ENDPOINT=true: runs the text on a connection that
+ *   logged in as plinth_sql (not a superuser, a member of service_role only, CREATE on
+ *   public: sql/fixtures/core/sql_role.sql), never as the owner, in one transaction with the simple-query protocol (several statements allowed)
  *   and answers the rows of the last statement.
  * - POST /api/demo, mounted when ENABLE_DEMO_ENDPOINT=true or SERVICE_ROLE_KEY is set
  *   explicitly: inserts, updates or deletes a row of public.demo_items.
@@ -45,7 +46,7 @@ export const devArea: Area = {
         if (req.body === undefined) throw ERRORS.invalidBody();
         let result: unknown;
         try {
-          result = await db.sql.begin((tx) => tx.unsafe(req.body.query, [], { prepare: false }).simple());
+          result = await db.sqlConsole().begin((tx) => tx.unsafe(req.body.query, [], { prepare: false }).simple());
         } catch (err) {
           throw pgErrorToAppError(err);
         }

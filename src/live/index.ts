@@ -340,8 +340,13 @@ export class LiveService {
     }
   }
 
-  /** The caller's credential for /ws: Bearer, the bearer subprotocol, ?token=, the token cookie, apikey, ?apikey=. */
+  /** The caller's credential for /ws (an admin's token below aal2 checked as on REST: core/credentials.ts). */
   async credential(req: FastifyRequest): Promise<Credential> {
+    return this.deps.credentials.aalChecked(await this.presented(req));
+  }
+
+  /** The credential presented: Bearer, the bearer subprotocol, ?token=, the token cookie, apikey, ?apikey=. */
+  private async presented(req: FastifyRequest): Promise<Credential> {
     const { credentials, config } = this.deps;
     const auth = req.headers.authorization;
     if (auth !== undefined && auth !== '') return (await credentials.fromHeaders(req.headers))!;

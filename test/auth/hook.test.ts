@@ -28,7 +28,8 @@ await db.sql.unsafe(`
       return jsonb_build_object('claims', event -> 'claims');
     elsif v_email like 'forbid-%' then
       return jsonb_build_object('claims', event -> 'claims' || '{"sub": "00000000-0000-4000-8000-000000000000",
-        "role": "service_role", "aal": "aal2", "aud": "elsewhere", "exp": 4102444800, "session_id": "x", "plan": "gold"}');
+        "role": "service_role", "aal": "aal2", "aud": "elsewhere", "exp": 4102444800, "session_id": "x", "plan": "gold",
+        "email": "ceo@example.com", "amr": [{"method": "totp", "timestamp": 1}], "is_anonymous": true}');
     end if;
     return jsonb_build_object('claims', (event -> 'claims') || jsonb_build_object(
       'plan', 'gold', 'seen_method', event ->> 'authentication_method', 'seen_user', event ->> 'user_id'));
@@ -115,9 +116,13 @@ t.test('changes to protected claims are refused and logged; the rest is kept', a
   t.not(p.exp, 4102444800, 'exp kept');
   t.not(p.session_id, 'x', 'session_id kept');
   t.equal(p.plan, 'gold', 'an allowed claim is signed');
+  // Policies read these as facts about the account and its sign-in: the hook cannot forge them.
+  t.equal(p.email, email, 'email kept');
+  t.same((p.amr as { method: string }[]).map((a) => a.method), ['password'], 'amr kept');
+  t.equal(p.is_anonymous, false, 'is_anonymous kept');
   const line = lines.find((l) => String(l.msg).includes('may not change'));
   t.ok(line, 'a log line names the refusal');
-  t.same([...((line?.refused as string[]) ?? [])].sort(), ['aal', 'aud', 'exp', 'role', 'session_id', 'sub']);
+  t.same([...((line?.refused as string[]) ?? [])].sort(), ['aal', 'amr', 'aud', 'email', 'exp', 'is_anonymous', 'role', 'session_id', 'sub']);
 });
 
 t.test('a hook that raises refuses the sign-in with its message', async (t) => {

@@ -20,7 +20,7 @@ export async function startPgbouncer(t: { teardown(fn: () => unknown): void }, h
   const dir = mkdtempSync(join(tmpdir(), 'plinth-pgbouncer-'));
   chmodSync(dir, 0o777);
   const listen = await freePort();
-  const users = ['postgres', 'root', 'plinth_anon', 'plinth_authenticated', 'plinth_service', 'plinth_guest'];
+  const users = ['postgres', 'root', 'plinth_anon', 'plinth_authenticated', 'plinth_service', 'plinth_guest', 'plinth_sql'];
   writeFileSync(join(dir, 'users.txt'), users.map((u) => `"${u}" ""`).join('\n') + '\n');
   writeFileSync(
     join(dir, 'pgbouncer.ini'),

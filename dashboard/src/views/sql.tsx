@@ -15,7 +15,7 @@ export function SqlView({ settings }: { settings: Settings | null }) {
       {!enabled ? (
         <p class="notice">
           The SQL editor runs statements through <code>POST /api/sql</code>, which is off. Start the service with <code>ENABLE_SQL_ENDPOINT=true</code> to use it here (for
-          development and administration only: the statements run as the database owner).
+          development and administration only: the statements run as <code>plinth_sql</code>, which may change <code>public</code> but is not a superuser).
         </p>
       ) : (
         <form

@@ -1,6 +1,6 @@
 -- The audit log: entries written by the auth functions, the request id, reading, paging and retention.
 begin;
-select plan(23);
+select plan(26);
 
 select set_config('request.id', '', true);
 create temp table ctx as select '{"ip": "203.0.113.9", "user_agent": "pgtap", "request_id": "req-42"}'::jsonb as c;
@@ -10,11 +10,16 @@ select is((select count(*)::int from auth.audit_log_entries where action = 'sign
 select is((select detail ->> 'method' from auth.audit_log_entries where action = 'sign_in' and user_id = (select (user_json ->> 'id')::uuid from su)), 'password', 'sign_in recorded with its method');
 select is((select row(ip, user_agent, request_id)::text from auth.audit_log_entries where action = 'sign_up'), '(203.0.113.9,pgtap,req-42)', 'ip, user agent and request id');
 
+-- request.id holds the caller's X-Request-Id on the request lanes: the context's id (the
+-- service's own) wins, and the caller's is kept beside it.
 select set_config('request.id', 'from-the-setting', true);
-select auth.record_failed_sign_in('AUDIT@example.com', (select c from ctx));
-select is((select request_id from auth.audit_log_entries where action = 'sign_in_failed'), 'from-the-setting', 'request.id, when set, is the request id');
+select auth.record_failed_sign_in('AUDIT@example.com', (select c || '{"client_request_id": "chosen-by-caller"}' from ctx));
+select is((select request_id from auth.audit_log_entries where action = 'sign_in_failed'), 'req-42', 'the context''s request id wins over request.id');
+select is((select client_request_id from auth.audit_log_entries where action = 'sign_in_failed'), 'chosen-by-caller', 'the caller''s id is kept beside it');
+select is((select client_request_id from auth.audit_log_entries where action = 'sign_up'), null, 'no caller''s id: null');
 select is((select user_id from auth.audit_log_entries where action = 'sign_in_failed'), (select (user_json ->> 'id')::uuid from su), 'a failed sign-in names the user of the address');
 select auth.record_failed_sign_in('nobody@example.com', null);
+select is((select request_id from auth.audit_log_entries where action = 'sign_in_failed' and user_id is null), 'from-the-setting', 'without a context, request.id is the request id');
 select is((select count(*)::int from auth.audit_log_entries where action = 'sign_in_failed' and user_id is null), 1, 'an unknown address: no user');
 select set_config('request.id', '', true);
 
