@@ -1,6 +1,1 @@
 -- Enter migration here
---!include auth/accounts.sql
---!include auth/hook.sql
---!include auth/audit.sql
---!include auth/admin_aal.sql
---!include core/sql_role.sql
