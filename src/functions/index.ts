@@ -36,7 +36,7 @@ import { hooks as spanHooks } from '../core/spans.ts';
 import { execute } from '../rest/execute.ts';
 import { FunctionCache, type FunctionEntry } from './catalog.ts';
 import { FUNCTION_ERRORS, createForwarder } from './forward.ts';
-import { databaseTargets, netFlags, type Target } from './net.ts';
+import { databaseTargets, netFlags, postgresTargets, type Target } from './net.ts';
 import { encodeSegment, functionPath } from './path.ts';
 import { RuntimePool, denoCacheDir, denoExecutable } from './supervisor.ts';
 
@@ -148,7 +148,9 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
       log.error({ err: exe }, 'the bundled edge runtime cannot start: no Deno binary from the deno package');
       return null;
     }
-    const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, listeningPorts(root), database);
+    const ports = listeningPorts(root);
+    if (deps.listeners.metricsPort !== null && !ports.includes(deps.listeners.metricsPort)) ports.push(deps.listeners.metricsPort);
+    const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, ports, database);
     state.pool = new RuntimePool(exe, {
       functionsDir: config.functionsDir,
       env: functionEnv(config, ownUrl(root, config)),
@@ -309,6 +311,18 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
   }
 }
 
+/**
+ * Every database address plinth is given: the one it uses (the embedded one included),
+ * DATABASE_URL, DATABASE_DIRECT_URL, DATABASE_READ_URL, ROOT_DATABASE_URL and SHADOW_DATABASE_URL.
+ */
+function givenDatabases({ db, config }: Deps): Target[] {
+  const { host, port } = db.sql.options;
+  // postgres.js's own split of its URL (an IPv6 host comes out cut: the URLs below give it whole).
+  const used = host.map((h, i) => ({ host: h, port: port[i] ?? port[0] ?? 5432 })).filter((t) => !/[[\]]/.test(t.host));
+  const urls = [config.databaseUrl, config.databaseDirectUrl, ...config.databaseReadUrls, config.rootDatabaseUrl, config.shadowDatabaseUrl];
+  return [...used, ...urls.flatMap((u) => (u === null ? [] : postgresTargets(u)))];
+}
+
 export const functionsArea: Area = {
   name: 'functions',
   async register(app, deps) {
@@ -323,9 +337,8 @@ export const functionsArea: Area = {
     app.addHook('onClose', async () => {
       await state.pool?.stop();
     });
-    // The database the functions must not reach: resolved once, before the runtime starts.
-    const { host, port } = deps.db.sql.options;
-    const database = deps.config.edgeRuntimeUrl === null ? await databaseTargets(host, port) : [];
+    // The databases the functions must not reach: resolved once, before the runtime starts.
+    const database = deps.config.edgeRuntimeUrl === null ? await databaseTargets(givenDatabases(deps)) : [];
     await app.register(async (scope) => routes(scope, app, deps, cache, state, database));
   },
 };
