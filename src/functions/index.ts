@@ -27,7 +27,7 @@
 import { existsSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { gatedCredential, type Credential } from '../core/credentials.ts';
-import type { Area, Deps } from '../core/area.ts';
+import type { Area, Deps, Listeners } from '../core/area.ts';
 import type { RuntimeConfig } from '../core/config.ts';
 import type { RequestContext } from '../core/db.ts';
 import { ERRORS, pgErrorToAppError } from '../core/errors.ts';
@@ -123,10 +123,11 @@ async function payloadOf(req: FastifyRequest, limit: number): Promise<string> {
   return text;
 }
 
-/** The ports the service listens on (known once it listens). */
-function listeningPorts(app: FastifyInstance): number[] {
+/** The ports the service listens on (known once it listens), the metrics listener's included. */
+function listeningPorts(app: FastifyInstance, listeners: Listeners): number[] {
   const ports: number[] = [];
   for (const a of app.addresses() as Array<string | { port: number }>) if (typeof a === 'object' && !ports.includes(a.port)) ports.push(a.port);
+  if (listeners.metricsPort !== null && !ports.includes(listeners.metricsPort)) ports.push(listeners.metricsPort);
   return ports;
 }
 
@@ -148,9 +149,7 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
       log.error({ err: exe }, 'the bundled edge runtime cannot start: no Deno binary from the deno package');
       return null;
     }
-    const ports = listeningPorts(root);
-    if (deps.listeners.metricsPort !== null && !ports.includes(deps.listeners.metricsPort)) ports.push(deps.listeners.metricsPort);
-    const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, ports, database);
+    const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, listeningPorts(root, deps.listeners), database);
     state.pool = new RuntimePool(exe, {
       functionsDir: config.functionsDir,
       env: functionEnv(config, ownUrl(root, config)),
