@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TaskList } from 'graphile-worker';
 import type { RuntimeConfig } from './core/config.ts';
 import { Credentials, type AdminAalCheck } from './core/credentials.ts';
-import type { Area, Deps } from './core/area.ts';
+import type { Area, Deps, Listeners } from './core/area.ts';
 import { Db } from './core/db.ts';
 import type { Server } from 'node:http';
 import { InstanceRegistry, instanceName } from './core/instances.ts';
@@ -90,7 +90,8 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
   const requestLog = new RequestLog(config.requestLogSize);
   const cut = new AbortController();
   const lifecycle = { draining: false, cut: cut.signal };
-  const deps: Deps = { config, db, log, credentials: new Credentials(config, adminAalCheck(db)), metrics, requestLog, lifecycle };
+  const listeners: Listeners = { metricsPort: null };
+  const deps: Deps = { config, db, log, credentials: new Credentials(config, adminAalCheck(db)), metrics, requestLog, lifecycle, listeners };
   // OpenTelemetry is loaded only when configured: without it the request path pays nothing.
   const tracing = config.otelEndpoint !== null ? await (await import('./core/tracing.ts')).startTracing(config, log) : null;
   const app = buildHttp(config, log, { requestLog, metrics, trace: tracing?.requestTracer });
@@ -99,8 +100,13 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
   let metricsServer: Server | null = null;
   try {
     for (const area of areas) await area.register(app, deps);
+    // The metrics listener first: its port is known when the API's listening starts the edge runtime, which must not reach it.
+    if (config.metricsPort !== null) {
+      metricsServer = await listenMetrics(metrics, config.host, config.metricsPort);
+      const bound = metricsServer.address();
+      listeners.metricsPort = typeof bound === 'object' && bound !== null ? bound.port : config.metricsPort;
+    }
     await app.listen({ host: config.host, port: config.port });
-    if (config.metricsPort !== null) metricsServer = await listenMetrics(metrics, config.host, config.metricsPort);
     const tasks: TaskList = {};
     for (const a of areas) Object.assign(tasks, a.tasks?.(deps));
     if (opts.worker !== false) {

@@ -29,6 +29,13 @@ export interface Deps {
   metrics: Metrics;
   requestLog: RequestLog;
   lifecycle: Lifecycle;
+  /** This instance's listeners besides the API's, bound before the API listens (what edge functions must not reach). */
+  listeners: Listeners;
+}
+
+export interface Listeners {
+  /** The METRICS_PORT listener's bound port (null: none). */
+  metricsPort: number | null;
 }
 
 export interface Area {

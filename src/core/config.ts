@@ -127,6 +127,8 @@ export interface Config {
   /** EDGE_RUNTIME_SECRET: sent to an external EDGE_RUNTIME_URL in `x-plinth-runtime-secret` (the bundled runtime gets a random one per start). */
   edgeRuntimeSecret: string | null;
   webhookTimeoutMs: number;
+  /** WEBHOOK_DENY_PRIVATE: deliveries to loopback and private addresses are refused too (link-local always is). */
+  webhookDenyPrivate: boolean;
   /** WEBHOOK_RETRY_SCHEDULE: the delays (ms) before each retry of a failed delivery attempt; its length + 1 attempts in all. */
   webhookRetryScheduleMs: readonly number[];
   /** JOB_RUN_RETENTION_DAYS: how long the run log of schedules and queues keeps a finished run. */
@@ -639,6 +641,7 @@ export function parseConfig(env: Env = process.env): Config {
     functionsDenyNet: Object.freeze(netList(env, 'FUNCTIONS_DENY_NET') ?? []),
     edgeRuntimeSecret: edgeRuntimeSecret(env),
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10000, 1),
+    webhookDenyPrivate: bool(env, 'WEBHOOK_DENY_PRIVATE', false),
     webhookRetryScheduleMs: retrySchedule(env),
     jobRunRetentionDays: int(env, 'JOB_RUN_RETENTION_DAYS', 14, 1, 3650),
     functionsMemoryMb: int(env, 'FUNCTIONS_MEMORY_MB', 256, 16, 65536),

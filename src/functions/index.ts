@@ -27,7 +27,7 @@
 import { existsSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { gatedCredential, type Credential } from '../core/credentials.ts';
-import type { Area, Deps } from '../core/area.ts';
+import type { Area, Deps, Listeners } from '../core/area.ts';
 import type { RuntimeConfig } from '../core/config.ts';
 import type { RequestContext } from '../core/db.ts';
 import { ERRORS, pgErrorToAppError } from '../core/errors.ts';
@@ -36,7 +36,7 @@ import { hooks as spanHooks } from '../core/spans.ts';
 import { execute } from '../rest/execute.ts';
 import { FunctionCache, type FunctionEntry } from './catalog.ts';
 import { FUNCTION_ERRORS, createForwarder } from './forward.ts';
-import { databaseTargets, netFlags, type Target } from './net.ts';
+import { databaseTargets, netFlags, postgresTargets, type Target } from './net.ts';
 import { encodeSegment, functionPath } from './path.ts';
 import { RuntimePool, denoCacheDir, denoExecutable } from './supervisor.ts';
 
@@ -123,10 +123,11 @@ async function payloadOf(req: FastifyRequest, limit: number): Promise<string> {
   return text;
 }
 
-/** The ports the service listens on (known once it listens). */
-function listeningPorts(app: FastifyInstance): number[] {
+/** The ports the service listens on (known once it listens), the metrics listener's included. */
+function listeningPorts(app: FastifyInstance, listeners: Listeners): number[] {
   const ports: number[] = [];
   for (const a of app.addresses() as Array<string | { port: number }>) if (typeof a === 'object' && !ports.includes(a.port)) ports.push(a.port);
+  if (listeners.metricsPort !== null && !ports.includes(listeners.metricsPort)) ports.push(listeners.metricsPort);
   return ports;
 }
 
@@ -148,7 +149,7 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
       log.error({ err: exe }, 'the bundled edge runtime cannot start: no Deno binary from the deno package');
       return null;
     }
-    const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, listeningPorts(root), database);
+    const net = netFlags({ allow: config.functionsAllowNet, deny: config.functionsDenyNet }, listeningPorts(root, deps.listeners), database);
     state.pool = new RuntimePool(exe, {
       functionsDir: config.functionsDir,
       env: functionEnv(config, ownUrl(root, config)),
@@ -309,6 +310,18 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
   }
 }
 
+/**
+ * Every database address plinth is given: the one it uses (the embedded one included),
+ * DATABASE_URL, DATABASE_DIRECT_URL, DATABASE_READ_URL, ROOT_DATABASE_URL and SHADOW_DATABASE_URL.
+ */
+function givenDatabases({ db, config }: Deps): Target[] {
+  const { host, port } = db.sql.options;
+  // postgres.js's own split of its URL (an IPv6 host comes out cut: the URLs below give it whole).
+  const used = host.map((h, i) => ({ host: h, port: port[i] ?? port[0] ?? 5432 })).filter((t) => !/[[\]]/.test(t.host));
+  const urls = [config.databaseUrl, config.databaseDirectUrl, ...config.databaseReadUrls, config.rootDatabaseUrl, config.shadowDatabaseUrl];
+  return [...used, ...urls.flatMap((u) => (u === null ? [] : postgresTargets(u)))];
+}
+
 export const functionsArea: Area = {
   name: 'functions',
   async register(app, deps) {
@@ -323,9 +336,8 @@ export const functionsArea: Area = {
     app.addHook('onClose', async () => {
       await state.pool?.stop();
     });
-    // The database the functions must not reach: resolved once, before the runtime starts.
-    const { host, port } = deps.db.sql.options;
-    const database = deps.config.edgeRuntimeUrl === null ? await databaseTargets(host, port) : [];
+    // The databases the functions must not reach: resolved once, before the runtime starts.
+    const database = deps.config.edgeRuntimeUrl === null ? await databaseTargets(givenDatabases(deps)) : [];
     await app.register(async (scope) => routes(scope, app, deps, cache, state, database));
   },
 };

@@ -3,8 +3,9 @@
  * `--deny-net` (a denial always wins in Deno).
  *
  * Denied by default:
- * - the database plinth connects to (each host:port of its URL, the embedded one
- *   included), and plinth's own listening port(s);
+ * - every database plinth is given (each host:port of DATABASE_URL, DATABASE_DIRECT_URL,
+ *   DATABASE_READ_URL, ROOT_DATABASE_URL, SHADOW_DATABASE_URL, and the embedded one),
+ *   plinth's own listening port(s) and its METRICS_PORT listener;
  * - for such a port on this machine, every spelling that reaches it: `127.0.0.0/8`,
  *   `0.0.0.0`, `[::1]`, `[::]`, `localhost` and each address of the machine's interfaces;
  *   for a database elsewhere, its host name and the addresses it resolves to;
@@ -59,30 +60,70 @@ export interface Target {
   port: number;
 }
 
+const PG_PORT = 5432;
+
+function decoded(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
 /**
- * The database's host:port pairs, resolved once: a host on this machine becomes its port
+ * The host:port pairs a PostgreSQL URL names, as libpq reads them: each host of the
+ * authority (`postgres://u:p@h1:5432,[::1]:5433/db`; none: `localhost`), and the hosts of a
+ * `host=` parameter with the ports of a `port=` one. Unix socket paths are left out.
+ */
+export function postgresTargets(url: string): Target[] {
+  const m = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)([^?#]*)(\?[^#]*)?/i.exec(url);
+  if (m === null) return [];
+  const out: Target[] = [];
+  const add = (host: string, port: number) => {
+    const h = decoded(host).replace(/^\[|\]$/g, '');
+    if (h.startsWith('/') || !Number.isInteger(port) || port <= 0 || port > 65535) return;
+    if (!out.some((t) => t.host === h && t.port === port)) out.push({ host: h, port });
+  };
+  const authority = m[1].slice(m[1].lastIndexOf('@') + 1);
+  for (const part of authority.split(',')) {
+    const hp = /^(\[[^\]]*\]|[^:]*)(?::(\d*))?$/.exec(part);
+    if (hp !== null) add(hp[1] === '' ? 'localhost' : hp[1], hp[2] ? Number(hp[2]) : PG_PORT);
+  }
+  const params = new URLSearchParams((m[3] ?? '').slice(1));
+  const hosts = params.get('host')?.split(',') ?? [];
+  const ports = (params.get('port') ?? '').split(',').map((p) => (p.trim() === '' ? NaN : Number(p)));
+  hosts.forEach((h, i) => add(h.trim() || 'localhost', ports[i] ?? ports[0] ?? out[0]?.port ?? PG_PORT));
+  // A `port=` alone names the authority's hosts' port (both are denied: more is harmless).
+  if (hosts.length === 0 && Number.isInteger(ports[0])) for (const t of [...out]) add(t.host, ports[0]);
+  return out;
+}
+
+/**
+ * The databases' host:port pairs, resolved once: a host on this machine becomes its port
  * (every local spelling is denied), another one its name and addresses. A name that does
  * not resolve in `timeoutMs` is denied by name only.
  */
-export async function databaseTargets(hosts: readonly string[], ports: readonly number[], timeoutMs = 2000): Promise<Target[]> {
-  const out: Target[] = [];
-  for (let i = 0; i < hosts.length; i++) {
-    const host = hosts[i];
-    const port = ports[i] ?? ports[0] ?? 5432;
-    if (host === '' || host.startsWith('/')) continue; // a Unix socket: functions have no file access to it
-    out.push({ host, port });
-    if (isIP(host.replace(/^\[|\]$/g, '')) !== 0 || host.toLowerCase() === 'localhost') continue;
-    let timer: NodeJS.Timeout | undefined;
-    const addresses = await Promise.race([
-      lookup(host, { all: true }).catch(() => []),
-      new Promise<[]>((resolve) => {
-        timer = setTimeout(() => resolve([]), timeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    for (const a of addresses) out.push({ host: a.address, port });
+export async function databaseTargets(targets: readonly Target[], timeoutMs = 2000): Promise<Target[]> {
+  const given: Target[] = [];
+  for (const t of targets) {
+    // A Unix socket: functions have no file access to it.
+    if (t.host !== '' && !t.host.startsWith('/') && !given.some((g) => g.host === t.host && g.port === t.port)) given.push(t);
   }
-  return out;
+  const resolved = await Promise.all(
+    given.map(async ({ host, port }): Promise<Target[]> => {
+      if (isIP(host.replace(/^\[|\]$/g, '')) !== 0 || host.toLowerCase() === 'localhost') return [];
+      let timer: NodeJS.Timeout | undefined;
+      const addresses = await Promise.race([
+        lookup(host, { all: true }).catch(() => []),
+        new Promise<[]>((resolve) => {
+          timer = setTimeout(() => resolve([]), timeoutMs);
+        }),
+      ]);
+      clearTimeout(timer);
+      return addresses.map((a) => ({ host: a.address, port }));
+    }),
+  );
+  return [...given, ...resolved.flat()];
 }
 
 export interface NetPolicy {

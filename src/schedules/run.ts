@@ -10,9 +10,10 @@
  * Targets: `sql:<schema>.<function>` is called with the payload in a transaction as the
  * schedule's role, with statement_timeout = options.timeout, the role's claims and
  * `request.id`; `function:<name>` is a POST of the payload to this instance's own
- * `/functions/v1/<name>` with the service-role key (so it takes every path of a normal
- * call: catalog, runtime, budgets), `X-Request-Id`, and the headers that say which run
- * called it (RUN_HEADERS), aborted after options.timeout. The `sql:` jobs of one name that
+ * `/functions/v1/<name>` with a short-lived service-role token naming the schedule or
+ * queue (token.ts; never the service-role key), so it takes every path of a normal call:
+ * catalog, runtime, budgets; with `X-Request-Id` and the headers that say which run called
+ * it (RUN_HEADERS), aborted after options.timeout. The `sql:` jobs of one name that
  * the worker hands out together run as one batch statement (sqlBatcher,
  * sql/fixtures/schedules/batch.sql): a queue drains without a round trip and a commit per job.
  */
@@ -22,6 +23,7 @@ import type { Deps } from '../core/area.ts';
 import type { ReservedSql } from '../core/db.ts';
 import { schedulePeriodic } from '../core/periodic.ts';
 import * as q from './db.ts';
+import { RunTokens } from './token.ts';
 
 /** Headers an edge function called by a schedule or a queue receives. */
 export const RUN_HEADERS = {
@@ -94,14 +96,15 @@ async function callSql(deps: Deps, t: q.RunTarget, job: RunJob, jobId: string, r
   return { outcome: (r.values[3] as Array<{ outcome: q.Outcome }>)[0].outcome };
 }
 
-async function callFunction(base: string, deps: Deps, target: string, job: RunJob, jobId: string, timeoutMs: number, requestId: string): Promise<void> {
+async function callFunction(base: string, tokens: RunTokens, target: string, job: RunJob, jobId: string, timeoutMs: number, requestId: string): Promise<void> {
   const name = target.slice('function:'.length);
+  const token = await tokens.get(job.k, job.n, timeoutMs);
   const res = await fetch(`${base}/functions/v1/${encodeURIComponent(name)}`, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
-      authorization: `Bearer ${deps.config.serviceRoleKey}`,
-      apikey: deps.config.serviceRoleKey,
+      authorization: `Bearer ${token}`,
+      apikey: token,
       'x-request-id': requestId,
       [RUN_HEADERS.kind]: job.k,
       [RUN_HEADERS.name]: job.n,
@@ -210,6 +213,7 @@ export function runTask(deps: Deps, base: () => string): Task {
     return t;
   };
   const runSql = sqlBatcher(deps);
+  const tokens = new RunTokens(deps.config.secret);
   // Counted for /metrics as recorded; a failed attempt logged (a batched call's error text is in the run log).
   const counted = (job: RunJob, jobId: string, outcome: q.Outcome, error?: string | null): void => {
     deps.metrics.jobRuns.inc({ kind: job.k, name: job.n, outcome });
@@ -229,7 +233,7 @@ export function runTask(deps: Deps, base: () => string): Task {
       error = r.error;
     } else {
       try {
-        await callFunction(base(), deps, t.target, job, helpers.job.id, t.timeout_ms!, requestId);
+        await callFunction(base(), tokens, t.target, job, helpers.job.id, t.timeout_ms!, requestId);
       } catch (err) {
         error = message(err);
       }

@@ -11,7 +11,8 @@
  *   User-Agent: service-webhooks/1.0
  *   X-Webhook-Id: <delivery id>            (the same on every attempt: receivers drop duplicates)
  *   X-Webhook-Signature: sha256=<hex>      (HMAC-SHA256 of the bytes sent; only with a secret)
- * within WEBHOOK_TIMEOUT_MS, and records the outcome (`record_attempt`), which in the same
+ * within WEBHOOK_TIMEOUT_MS (never to a link-local address, nor with WEBHOOK_DENY_PRIVATE to a
+ * loopback or private one: address.ts, checked before connecting), and records the outcome (`record_attempt`), which in the same
  * transaction queues the next attempt (WEBHOOK_RETRY_SCHEDULE; +1 s, +4 s by default) or
  * ends the delivery. A non-2xx, a
  * network error or a timeout is a failed attempt; the task never throws for an HTTP failure,
@@ -30,6 +31,7 @@ import https from 'node:https';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
 import { hooks as spanHooks } from '../core/spans.ts';
+import { addressGuard, type AddressGuard } from './address.ts';
 import { beginAttempts, recordAttempts, requeueAttempt, type AttemptRecord, type BeginAttempt } from './db.ts';
 
 // Not an ESM import of node:http: that loads Node's bundled undici (see src/core/http.ts).
@@ -72,9 +74,26 @@ export interface AttemptOutcome {
   interrupted: boolean;
 }
 
-// Keep-alive: a receiver taking many deliveries is not reconnected for each one.
-const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 64 });
-const httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 64 });
+interface Agents {
+  http: import('node:http').Agent;
+  https: https.Agent;
+}
+
+/**
+ * Keep-alive: a receiver taking many deliveries is not reconnected for each one. One pair
+ * per address guard, whose lookup made the sockets: a socket is reused only under the
+ * policy that checked it (several services may share a process, each with its own).
+ */
+const agents = new WeakMap<AddressGuard, Agents>();
+function agentsOf(guard: AddressGuard): Agents {
+  let a = agents.get(guard);
+  if (a === undefined) {
+    const options = { keepAlive: true, maxSockets: 64, maxFreeSockets: 64, lookup: guard.lookup };
+    a = { http: new http.Agent(options), https: new https.Agent(options) };
+    agents.set(guard, a);
+  }
+  return a;
+}
 
 export function signature(secret: string, body: Buffer | string): string {
   return 'sha256=' + createHmac('sha256', secret).update(body).digest('hex');
@@ -88,10 +107,11 @@ function describe(err: unknown): string {
 
 /**
  * One POST. Resolves with the status code once the response head arrives (the body is
- * drained and ignored), or with the error: `timeout` after `timeoutMs`, else the network
- * error's code. Never rejects.
+ * drained and ignored), or with the error: `timeout` after `timeoutMs`, a refused address
+ * (`guard`: a literal one before the request, a name's in the socket's lookup, so before
+ * any packet is sent), else the network error's code. Never rejects.
  */
-export function post(url: string, body: Buffer, headers: Record<string, string>, timeoutMs: number, abort: AbortSignal): Promise<AttemptOutcome> {
+export function post(url: string, body: Buffer, headers: Record<string, string>, timeoutMs: number, abort: AbortSignal, guard: AddressGuard): Promise<AttemptOutcome> {
   return new Promise((resolve) => {
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
@@ -110,10 +130,16 @@ export function post(url: string, body: Buffer, headers: Record<string, string>,
     let req: ClientRequest;
     try {
       const u = new URL(url);
+      const refused = guard.literal(u.hostname);
+      if (refused !== null) {
+        done({ statusCode: null, error: describe(refused), interrupted: false });
+        return;
+      }
       const mod = u.protocol === 'https:' ? https : http;
       req = mod.request(u, {
         method: 'POST',
-        agent: u.protocol === 'https:' ? httpsAgent : httpAgent,
+        agent: agentsOf(guard)[u.protocol === 'https:' ? 'https' : 'http'],
+        lookup: guard.lookup,
         headers: { ...headers, 'content-length': String(body.length) },
       });
     } catch (err) {
@@ -149,6 +175,7 @@ function attemptsOf(payload: unknown): DeliverPayload[] | null {
 /** `noteDue(ms)`: a retry was queued, due in `ms` (this instance's outbox drain polls then). */
 export function deliverTask(deps: Deps, stopping: AbortSignal, noteDue: (ms: number) => void = () => {}): Task {
   const { db, log, config, metrics } = deps;
+  const guard = addressGuard(config.webhookDenyPrivate);
   const giveBack = (p: DeliverPayload, delayMs: number) =>
     requeueAttempt(db.background, { d: p.d, w: p.w, n: p.n, e: p.e, t: p.t, c: p.c, b: p.b, r: typeof p.r === 'string' ? p.r : null }, delayMs);
 
@@ -177,7 +204,7 @@ export function deliverTask(deps: Deps, stopping: AbortSignal, noteDue: (ms: num
     const attemptedAt = new Date();
     const t0 = performance.now();
     const span = spanHooks?.root('webhook delivery', { 'plinth.delivery_id': p.d, 'plinth.attempt': p.n, 'plinth.request_id': requestId ?? '' }) ?? null;
-    const out = await post(target.url!, body, headers, config.webhookTimeoutMs, abort);
+    const out = await post(target.url!, body, headers, config.webhookTimeoutMs, abort, guard);
     const durationMs = Math.round(performance.now() - t0);
     span?.end(out.error ?? undefined);
     const ok = out.statusCode !== null && out.statusCode >= 200 && out.statusCode < 300;

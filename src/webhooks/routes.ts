@@ -7,16 +7,22 @@
  *   POST   /rest/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver   202 a failed delivery sent once more
  * These static routes win over REST's `/rest/v1/:table` (find-my-way prefers static
  * segments; docs/api/webhooks.md). The service-role check runs before the body is looked at.
+ * A URL whose host is a literal address that deliveries would refuse (address.ts) is refused.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../core/area.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
+import { refusal } from './address.ts';
 import * as q from './db.ts';
 
 export const WEBHOOK_ERRORS = {
   urlRequired: () => new AppError(400, 'url is required'),
   invalidUrl: () => new AppError(400, 'url must be an http or https URL'),
+  /** address.ts: a literal link-local address (cloud metadata), always refused. */
+  linkLocalUrl: () => new AppError(400, 'url must not point at a link-local address'),
+  /** address.ts: a literal loopback or private address, with WEBHOOK_DENY_PRIVATE=true. */
+  privateUrl: () => new AppError(400, 'url must not point at a loopback or private address'),
   invalidEvents: () => new AppError(400, 'events must be an array of INSERT, UPDATE, DELETE or *'),
   /** docs/api/webhooks.md: a table_name that is not a table in public. */
   invalidTable: () => new AppError(400, 'invalid request'),
@@ -91,6 +97,10 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: Deps): void {
 
   app.post('/rest/v1/webhooks', { onRequest: serviceRoleGate }, async (req, reply) => {
     const input = parseCreate(req.body);
+    // A literal address is refused at once; a name is checked at each delivery, once resolved.
+    const why = refusal(new URL(input.url).hostname, deps.config.webhookDenyPrivate);
+    if (why === 'link-local') throw WEBHOOK_ERRORS.linkLocalUrl();
+    if (why === 'private') throw WEBHOOK_ERRORS.privateUrl();
     const r = await q.createHook(sql, input);
     switch (r.status) {
       case 'ok':

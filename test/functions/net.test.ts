@@ -3,7 +3,9 @@
  * the bundled Deno. A function tries PostgreSQL's port and plinth's own port in every
  * spelling (it reports the error it got), an ordinary loopback server the test starts
  * (which works), and asks Deno about link-local metadata addresses (no packet is sent
- * there). FUNCTIONS_ALLOW_NET narrows what is allowed (and an entry with a port lifts the
+ * there). Every other database address plinth is given (a direct URL, replicas, the root
+ * and shadow URLs: loopback proxies to PostgreSQL here) and the metrics listener are
+ * denied as well. FUNCTIONS_ALLOW_NET narrows what is allowed (and an entry with a port lifts the
  * default denial of that port); FUNCTIONS_DENY_NET adds denials.
  */
 import t from 'tap';
@@ -14,8 +16,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startApp, type TestApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/database.ts';
+import { startProxy } from '../helpers/proxy.ts';
 import { closedPort } from './helpers.ts';
-import { netFlags } from '../../src/functions/net.ts';
+import { netFlags, postgresTargets } from '../../src/functions/net.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'plinth-functions-net-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -108,6 +111,36 @@ t.test('by default: not the database, not plinth itself, not link-local; an ordi
   t.equal(out[`permission 127.0.0.1:${allowed.port}`], 'granted', 'while an ordinary port is granted');
 });
 
+t.test('every database address plinth is given, and the metrics port: denied in every local spelling', async (t) => {
+  const proxies: Record<string, number> = {};
+  for (const name of ['DATABASE_URL', 'DATABASE_DIRECT_URL', 'DATABASE_READ_URL', 'ROOT_DATABASE_URL', 'SHADOW_DATABASE_URL']) {
+    const p = await startProxy(dbUrl.hostname, dbPort);
+    t.teardown(() => p.close());
+    proxies[name] = p.port;
+  }
+  const via = (port: number) => {
+    const u = new URL(db.url);
+    u.host = `127.0.0.1:${port}`;
+    return u.toString();
+  };
+  const env: Record<string, string> = { FUNCTIONS_DIR: dir, METRICS_PORT: '0' };
+  for (const [name, port] of Object.entries(proxies)) env[name] = via(port);
+  const app = await startApp(t, { db, databaseUrl: env.DATABASE_URL, env });
+  const metricsPort = Number(new URL(app.service.metricsUrl!).port);
+  t.equal((await fetch(`${app.service.metricsUrl}/metrics`)).status, 200, 'the metrics listener is up');
+  const out = await probe(app, {
+    connect: [...Object.values(proxies).flatMap(spellings), ...spellings(metricsPort)],
+    fetch: [`http://127.0.0.1:${metricsPort}/metrics`, `http://localhost:${metricsPort}/metrics`, `http://127.0.0.1:${allowed.port}/`],
+  });
+  for (const [name, port] of Object.entries(proxies)) {
+    for (const s of spellings(port)) t.equal(out[`connect ${s.hostname}:${port}`], 'NotCapable', `${name} via ${s.hostname}`);
+  }
+  for (const s of spellings(metricsPort)) t.equal(out[`connect ${s.hostname}:${metricsPort}`], 'NotCapable', `METRICS_PORT via ${s.hostname}`);
+  t.equal(out[`fetch http://127.0.0.1:${metricsPort}/metrics`], 'NotCapable', 'fetch of /metrics');
+  t.equal(out[`fetch http://localhost:${metricsPort}/metrics`], 'NotCapable', 'fetch of /metrics via localhost');
+  t.equal(out[`fetch http://127.0.0.1:${allowed.port}/`], 'ok 200 hello from loopback', 'an ordinary loopback server still answers');
+});
+
 t.test('FUNCTIONS_ALLOW_NET narrows to a list; an entry naming a denied port opens it on purpose', async (t) => {
   const port = await closedPort();
   const app = await startApp(t, {
@@ -154,3 +187,21 @@ t.test("Deno's flags for a policy", async (t) => {
   const db = netFlags({ allow: ['*', 'db.internal:5432'], deny: [] }, [8000], [{ host: 'db.internal', port: 5432 }, { host: '10.9.9.9', port: 5432 }], local);
   t.notOk(db[1].includes(':5432'), "naming the database's host lifts its denials, addresses included");
 });
+
+t.test('the host:port pairs of a PostgreSQL URL', async (t) => {
+  t.same(postgresTargets('postgres://u:p@db.internal:6543/app'), [{ host: 'db.internal', port: 6543 }]);
+  t.same(postgresTargets('postgresql://u:p%40ss@10.0.0.5/app?sslmode=require'), [{ host: '10.0.0.5', port: 5432 }], 'the default port');
+  t.same(postgresTargets('postgres://u:p@h1:5433,[::1]:5434,h3/app'), [{ host: 'h1', port: 5433 }, { host: '::1', port: 5434 }, { host: 'h3', port: 5432 }], 'several hosts, IPv6 in brackets');
+  t.same(postgresTargets('postgres://u@:7777/app'), [{ host: 'localhost', port: 7777 }], 'no host: localhost');
+  t.same(postgresTargets('postgres://u@%2Fvar%2Frun%2Fpostgresql/app'), [], 'a Unix socket is left out');
+  t.same(
+    sortedTargets(postgresTargets('postgres:///app?host=replica.internal,10.1.1.1&port=5440,5441')),
+    sortedTargets([{ host: 'localhost', port: 5432 }, { host: 'replica.internal', port: 5440 }, { host: '10.1.1.1', port: 5441 }]),
+    'host= and port= parameters',
+  );
+  t.same(postgresTargets('postgres://u@h1/app?port=6000'), [{ host: 'h1', port: 5432 }, { host: 'h1', port: 6000 }], 'port= alone: both denied');
+});
+
+function sortedTargets(l: Array<{ host: string; port: number }>) {
+  return [...l].sort((a, b) => `${a.host}:${a.port}`.localeCompare(`${b.host}:${b.port}`));
+}
