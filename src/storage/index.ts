@@ -50,7 +50,8 @@ async function tighten(deps: Deps, backend: Backend, images: ImageCache): Promis
   const roots = backend.name === 'disk' ? [deps.config.storageDir, images.dir] : [images.dir];
   try {
     const r = await tightenModes(roots);
-    if (r.changed > 0 || !r.complete) deps.log.info({ changed: r.changed, complete: r.complete }, 'storage: stored files made private to the service user');
+    if (r.changed > 0) deps.log.info({ changed: r.changed }, 'storage: stored files made private to the service user');
+    if (!r.complete) deps.log.warn({ roots, seen: r.seen }, 'storage: too many stored files to check their modes at start; run chmod -R go-rwx on these folders');
   } catch (err) {
     deps.log.warn({ err }, 'storage: could not tighten the modes of stored files');
   }

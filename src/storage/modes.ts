@@ -5,9 +5,9 @@
  * (the process umask can only take bits away from it).
  *
  * Files an older plinth wrote 0644 in folders 0755 are tightened at start: a walk of those
- * folders alone, bounded (MAX_ENTRIES entries a start; the next start goes on), that never
- * follows a symbolic link and only takes bits away (group and others), so nothing it
- * touches can open further.
+ * folders alone, bounded (MAX_ENTRIES entries; past them the caller logs a warning naming
+ * the folders, for `chmod -R go-rwx`), that never follows a symbolic link and only takes
+ * bits away (group and others), so nothing it touches can open further.
  */
 import type { Dirent } from 'node:fs';
 import { chmod, lstat, readdir } from 'node:fs/promises';
