@@ -78,6 +78,10 @@ export interface Config {
   storageDir: string;
   /** IMAGE_TRANSFORMATION_ENABLED: the /storage/v1/render/image routes (resized variants cached under DATA_DIR/image-cache). */
   imageTransformation: boolean;
+  /** IMAGE_MAX_PIXELS: a render source's width × height, read from its header, at most this (default 25 megapixels). */
+  imageMaxPixels: number;
+  /** IMAGE_RENDER_CONCURRENCY: renders one instance runs at once (default 1); more wait in a short queue or get 503. */
+  imageRenderConcurrency: number;
   /** Any S3-compatible store, for the s3 storage back end (STORAGE_BACKEND=s3) and backups to S3 (BACKUP_S3_PREFIX). */
   s3: S3Config | null;
   enableSqlEndpoint: boolean;
@@ -610,6 +614,8 @@ export function parseConfig(env: Env = process.env): Config {
     storageBackend,
     storageDir: resolve(str(env, 'STORAGE_DIR') ?? join(dataDir, 'storage')),
     imageTransformation: bool(env, 'IMAGE_TRANSFORMATION_ENABLED', true),
+    imageMaxPixels: int(env, 'IMAGE_MAX_PIXELS', 25_000_000, 1, 1_000_000_000),
+    imageRenderConcurrency: int(env, 'IMAGE_RENDER_CONCURRENCY', 1, 1, 64),
     s3: s3Config(env, storageBackend === 's3' ? 'STORAGE_BACKEND=s3' : str(env, 'BACKUP_S3_PREFIX') !== undefined ? 'BACKUP_S3_PREFIX is set' : null),
     enableSqlEndpoint: bool(env, 'ENABLE_SQL_ENDPOINT', false),
     enableDemoEndpoint: bool(env, 'ENABLE_DEMO_ENDPOINT', false),

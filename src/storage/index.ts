@@ -5,7 +5,9 @@
  * calling role, so the RLS policies decide; the bytes stream through the routes
  * (routes.ts) to one back end (STORAGE_BACKEND: database, disk or s3; see
  * backends/backend.ts). A back end that keeps bytes outside the database sweeps the
- * leftovers of interrupted uploads at start and hourly (`storage__sweep`).
+ * leftovers of interrupted uploads at start and hourly (`storage__sweep`). Files on disk are
+ * private to the service's user (modes.ts): created 0600 in folders 0700, and a start
+ * tightens what an older version left readable.
  */
 import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
@@ -13,6 +15,7 @@ import type { Backend } from './backends/backend.ts';
 import { databaseBackend } from './backends/database.ts';
 import { diskBackend } from './backends/disk.ts';
 import { schedulePeriodic } from '../core/periodic.ts';
+import { tightenModes } from './modes.ts';
 import * as sdb from './db.ts';
 import { registerResumableRoutes, stagingFor, sweepResumable, type Staging } from './resumable.ts';
 import { registerStorageRoutes } from './routes.ts';
@@ -42,12 +45,24 @@ async function sweep(deps: Deps, backend: Backend, staging: Staging, images: Ima
   if (removed > 0) deps.log.info({ removed }, 'storage: leftovers of interrupted and expired uploads removed');
 }
 
+/** Files an older version wrote readable by others: made private (the disk back end's folder and the image variants). */
+async function tighten(deps: Deps, backend: Backend, images: ImageCache): Promise<void> {
+  const roots = backend.name === 'disk' ? [deps.config.storageDir, images.dir] : [images.dir];
+  try {
+    const r = await tightenModes(roots);
+    if (r.changed > 0) deps.log.info({ changed: r.changed }, 'storage: stored files made private to the service user');
+    if (!r.complete) deps.log.warn({ roots, seen: r.seen }, 'storage: too many stored files to check their modes at start; run chmod -R go-rwx on these folders');
+  } catch (err) {
+    deps.log.warn({ err }, 'storage: could not tighten the modes of stored files');
+  }
+}
+
 export const storageArea: Area = {
   name: 'storage',
   async register(app, deps) {
     const backend = await createBackend(deps);
     const staging = stagingFor(backend, deps.config.storageDir, deps.db.sql);
-    const images = new ImageCache(deps.config.dataDir);
+    const images = new ImageCache(deps.config.dataDir, { maxPixels: deps.config.imageMaxPixels, concurrency: deps.config.imageRenderConcurrency });
     backends.set(deps, { backend, staging, images });
     let started: Promise<void> = Promise.resolve();
     app.addHook('onClose', async () => {
@@ -56,8 +71,11 @@ export const storageArea: Area = {
     });
     registerStorageRoutes(app, deps, backend, images);
     registerResumableRoutes(app, deps, backend, staging);
-    // At start (a crash's leftovers), in the background; then hourly by the job.
-    started = sweep(deps, backend, staging, images).catch((err: unknown) => deps.log.warn({ err }, 'storage: the sweep at start failed; the job will retry'));
+    // At start (a crash's leftovers, older files' modes), in the background; then hourly by the job.
+    started = Promise.all([
+      sweep(deps, backend, staging, images).catch((err: unknown) => deps.log.warn({ err }, 'storage: the sweep at start failed; the job will retry')),
+      tighten(deps, backend, images),
+    ]).then(() => {});
     await schedulePeriodic(deps.db.sql, 'storage__sweep', SWEEP_EVERY_SECONDS).catch((err: unknown) =>
       deps.log.warn({ err }, 'storage: could not schedule the sweep job; the next start will'),
     );

@@ -31,6 +31,7 @@ import { toAppError } from '../core/http.ts';
 import type { Backend, PendingPut } from './backends/backend.ts';
 import * as sdb from './db.ts';
 import { pickMimeType } from './mime.ts';
+import { DIR_MODE, FILE_MODE } from './modes.ts';
 import { bucketIdOk, invalidObjectPath, objectNameOk, rawPath } from './paths.ts';
 import { throwUnlessOk } from './routes.ts';
 
@@ -85,8 +86,8 @@ export function fileStaging(root: string, sql: Sql): Staging {
   const path = (id: string) => join(dir, id);
   return {
     async create(id) {
-      await mkdir(dir, { recursive: true });
-      await (await open(path(id), 'wx')).close();
+      await mkdir(dir, { recursive: true, mode: DIR_MODE });
+      await (await open(path(id), 'wx', FILE_MODE)).close();
     },
     async write(id, _writer, offset, length, body, at) {
       // Bytes a crash left past the recorded offset are written over: the file never grows

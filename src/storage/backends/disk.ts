@@ -3,8 +3,8 @@
  *
  * Layout: `STORAGE_DIR/<bucket>/<object path>/<object id>` (supabase/storage's file back end
  * keeps one file per version the same way), and `STORAGE_DIR/.tmp/<object id>` while an
- * upload streams. Every resolved path is checked to stay inside STORAGE_DIR, on top of the
- * path validation every request already passed.
+ * upload streams; folders 0700, files 0600 (modes.ts). Every resolved path is checked to
+ * stay inside STORAGE_DIR, on top of the path validation every request already passed.
  *
  * Crash safety: no object row may ever name bytes that are not there. The file is renamed
  * into its place *before* the metadata transaction commits — the place carries the new
@@ -22,6 +22,7 @@ import { dirname, join, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Db } from '../../core/db.ts';
+import { DIR_MODE, FILE_MODE } from '../modes.ts';
 import type { Backend, ByteRange, ObjectAddress, PendingPut } from './backend.ts';
 
 const TMP = '.tmp';
@@ -105,12 +106,12 @@ export function diskBackend(root: string, db: Db): Backend {
       const dest = finalPath(obj);
       const bucketDir = resolve(base, obj.bucket);
       const tmp = join(tmpDir, obj.id);
-      await mkdir(tmpDir, { recursive: true });
-      const file = createWriteStream(tmp, { flags: 'wx', highWaterMark: 1024 * 1024 });
+      await mkdir(tmpDir, { recursive: true, mode: DIR_MODE });
+      const file = createWriteStream(tmp, { flags: 'wx', mode: FILE_MODE, highWaterMark: 1024 * 1024 });
       try {
         await pipeline(body, file);
         // In place before the row commits: a committed row always finds its bytes.
-        await mkdir(dirname(dest), { recursive: true });
+        await mkdir(dirname(dest), { recursive: true, mode: DIR_MODE });
         await rename(tmp, dest);
       } catch (err) {
         // A file stream destroyed while it was still opening (a body cut off at once) opens
@@ -131,7 +132,7 @@ export function diskBackend(root: string, db: Db): Backend {
     async adopt(obj, file): Promise<PendingPut> {
       const dest = finalPath(obj);
       const bucketDir = resolve(base, obj.bucket);
-      await mkdir(dirname(dest), { recursive: true });
+      await mkdir(dirname(dest), { recursive: true, mode: DIR_MODE });
       await rename(file, dest);
       return {
         async commit() {},
