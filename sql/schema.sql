@@ -270,6 +270,24 @@ $$;
 COMMENT ON FUNCTION auth.aal() IS 'The calling request''s assurance level (claim aal: aal1 or aal2), or null. Inlinable.';
 
 --
+-- Name: admin_aal_ok(uuid, text); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.admin_aal_ok(user_id uuid, aal text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select admin_aal_ok.aal = 'aal2' or not exists (
+    select 1 from auth_private.mfa_factors f where f.user_id = admin_aal_ok.user_id and f.status = 'verified')
+$$;
+
+--
+-- Name: FUNCTION admin_aal_ok(user_id uuid, aal text); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.admin_aal_ok(user_id uuid, aal text) IS 'Whether a user token with the role service_role at this aal may pass a service-role route: aal2, or no verified factor.';
+
+--
 -- Name: admin_confirm_email(uuid, boolean); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -623,7 +641,7 @@ CREATE FUNCTION auth.list_audit_log(user_id uuid, action text, since timestamp w
     AS $$
   select coalesce(json_agg(json_build_object(
       'id', e.id, 'created_at', auth_private.iso_utc(e.created_at), 'action', e.action, 'user_id', e.user_id,
-      'ip', e.ip, 'user_agent', e.user_agent, 'request_id', e.request_id, 'detail', e.detail)
+      'ip', e.ip, 'user_agent', e.user_agent, 'request_id', e.request_id, 'client_request_id', e.client_request_id, 'detail', e.detail)
     order by e.id desc)::text, '[]')
   from (
     select * from auth.audit_log_entries a
@@ -1232,7 +1250,7 @@ begin
     return query select 'invalid'::text, null::jsonb, null::text[], 'access token hook returned no claims object'::text, null::integer;
     return;
   end if;
-  foreach v_key in array array['sub', 'role', 'aud', 'exp', 'iat', 'aal', 'session_id'] loop
+  foreach v_key in array array['sub', 'role', 'aud', 'exp', 'iat', 'aal', 'amr', 'session_id', 'email', 'is_anonymous'] loop
     if (v_claims -> v_key) is distinct from (v_original -> v_key) then
       v_refused := v_refused || v_key;
       v_claims := case when v_original ? v_key then v_claims || pg_catalog.jsonb_build_object(v_key, v_original -> v_key)
@@ -1247,7 +1265,7 @@ $_$;
 -- Name: FUNCTION run_access_token_hook(hook text, event jsonb); Type: COMMENT; Schema: auth; Owner: -
 --
 
-COMMENT ON FUNCTION auth.run_access_token_hook(hook text, event jsonb) IS 'Run the custom access-token hook on an event; sub, role, aud, exp, iat, aal and session_id cannot change (refused lists the tries). Status: ok | raised | refused | invalid.';
+COMMENT ON FUNCTION auth.run_access_token_hook(hook text, event jsonb) IS 'Run the custom access-token hook on an event; sub, role, aud, exp, iat, aal, amr, session_id, email and is_anonymous cannot change (refused lists the tries). Status: ok | raised | refused | invalid.';
 
 --
 -- Name: sign_in_anonymously(text, jsonb, bytea, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
@@ -1413,10 +1431,10 @@ $$;
 COMMENT ON FUNCTION auth.uid() IS 'The calling user''s id (claim sub), or null. Inlinable.';
 
 --
--- Name: update_user(uuid, text, text, jsonb, uuid, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+-- Name: update_user(uuid, text, text, jsonb, uuid, jsonb, text); Type: FUNCTION; Schema: auth; Owner: -
 --
 
-CREATE FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb DEFAULT NULL::jsonb) RETURNS TABLE(status text, user_json jsonb)
+CREATE FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb DEFAULT NULL::jsonb, aal text DEFAULT NULL::text) RETURNS TABLE(status text, user_json jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1428,6 +1446,12 @@ declare
   v_password_changed boolean := update_user.password_hash is not null;
 begin
   select u.email into v_old_email from auth.users u where u.id = update_user.user_id for update;
+  if (update_user.password_hash is not null or (update_user.email is not null and lower(update_user.email) is distinct from lower(v_old_email)))
+     and update_user.aal is distinct from 'aal2'
+     and exists (select 1 from auth_private.mfa_factors f where f.user_id = update_user.user_id and f.status = 'verified') then
+    return query select 'insufficient_aal'::text, null::jsonb;
+    return;
+  end if;
   begin
     update auth.users u
       set email = coalesce(lower(update_user.email), u.email),
@@ -1478,10 +1502,10 @@ end
 $$;
 
 --
--- Name: FUNCTION update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+-- Name: FUNCTION update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text); Type: COMMENT; Schema: auth; Owner: -
 --
 
-COMMENT ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb) IS 'Change a user''s own email, password hash and metadata (merged; null keys removed); an email or password change ends the other sessions, tells the former address and is audited. Status: ok | not_found | email_taken.';
+COMMENT ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text) IS 'Change a user''s own email, password hash and metadata (merged; null keys removed); an email or password change ends the other sessions, tells the former address and is audited; with a verified factor it needs aal2. Status: ok | not_found | email_taken | insufficient_aal.';
 
 --
 -- Name: verify_email(bytea); Type: FUNCTION; Schema: auth; Owner: -
@@ -1578,11 +1602,12 @@ CREATE FUNCTION auth_private.audit(action text, user_id uuid, context jsonb, det
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  insert into auth.audit_log_entries (action, user_id, ip, user_agent, request_id, detail)
+  insert into auth.audit_log_entries (action, user_id, ip, user_agent, request_id, client_request_id, detail)
   values (audit.action, audit.user_id,
     left(audit.context ->> 'ip', 100),
     left(audit.context ->> 'user_agent', 512),
-    left(coalesce(nullif(current_setting('request.id', true), ''), audit.context ->> 'request_id'), 200),
+    left(case when audit.context is null then nullif(current_setting('request.id', true), '') else audit.context ->> 'request_id' end, 200),
+    left(audit.context ->> 'client_request_id', 200),
     coalesce(audit.detail, '{}'::jsonb))
 $$;
 
@@ -1590,7 +1615,7 @@ $$;
 -- Name: FUNCTION audit(action text, user_id uuid, context jsonb, detail jsonb); Type: COMMENT; Schema: auth_private; Owner: -
 --
 
-COMMENT ON FUNCTION auth_private.audit(action text, user_id uuid, context jsonb, detail jsonb) IS 'Append an audit entry; context {ip, user_agent, request_id}; request.id, when set, is the request id.';
+COMMENT ON FUNCTION auth_private.audit(action text, user_id uuid, context jsonb, detail jsonb) IS 'Append an audit entry; context {ip, user_agent, request_id, client_request_id}; without a context, request.id is the request id.';
 
 --
 -- Name: backfill_proven_emails(); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -6643,6 +6668,7 @@ CREATE TABLE auth.audit_log_entries (
     user_agent text,
     request_id text,
     detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    client_request_id text,
     CONSTRAINT audit_log_entries_detail_check CHECK ((jsonb_typeof(detail) = 'object'::text))
 );
 
@@ -6663,6 +6689,12 @@ COMMENT ON COLUMN auth.audit_log_entries.action IS 'sign_up, sign_in, sign_in_fa
 --
 
 COMMENT ON COLUMN auth.audit_log_entries.detail IS 'Action-specific ids and names (method, factor_id, provider …); never a secret.';
+
+--
+-- Name: COLUMN audit_log_entries.client_request_id; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.audit_log_entries.client_request_id IS 'The X-Request-Id the caller sent, when it sent a valid one; request_id is always the service''s own.';
 
 --
 -- Name: audit_log_entries_id_seq; Type: SEQUENCE; Schema: auth; Owner: -
@@ -8228,6 +8260,7 @@ GRANT USAGE ON SCHEMA public TO anon;
 GRANT USAGE ON SCHEMA public TO authenticated;
 GRANT USAGE ON SCHEMA public TO service_role;
 GRANT USAGE ON SCHEMA public TO anonymous;
+GRANT ALL ON SCHEMA public TO plinth_sql;
 
 --
 -- Name: SCHEMA rest; Type: ACL; Schema: -; Owner: -
@@ -8262,6 +8295,12 @@ GRANT ALL ON FUNCTION auth.aal() TO anon;
 GRANT ALL ON FUNCTION auth.aal() TO authenticated;
 GRANT ALL ON FUNCTION auth.aal() TO service_role;
 GRANT ALL ON FUNCTION auth.aal() TO anonymous;
+
+--
+-- Name: FUNCTION admin_aal_ok(user_id uuid, aal text); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.admin_aal_ok(user_id uuid, aal text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION admin_confirm_email(user_id uuid, confirmed boolean); Type: ACL; Schema: auth; Owner: -
@@ -8492,10 +8531,10 @@ GRANT ALL ON FUNCTION auth.uid() TO service_role;
 GRANT ALL ON FUNCTION auth.uid() TO anonymous;
 
 --
--- Name: FUNCTION update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb); Type: ACL; Schema: auth; Owner: -
+-- Name: FUNCTION update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text); Type: ACL; Schema: auth; Owner: -
 --
 
-REVOKE ALL ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION verify_email(token_hash bytea); Type: ACL; Schema: auth; Owner: -
@@ -9863,13 +9902,31 @@ GRANT SELECT ON TABLE webhooks.hooks TO service_role;
 -- Name: DEFAULT PRIVILEGES FOR SEQUENCES; Type: DEFAULT ACL; Schema: public; Owner: -
 --
 
+ALTER DEFAULT PRIVILEGES FOR ROLE plinth_sql IN SCHEMA public GRANT SELECT,USAGE ON SEQUENCES  TO service_role;
+
+--
+-- Name: DEFAULT PRIVILEGES FOR SEQUENCES; Type: DEFAULT ACL; Schema: public; Owner: -
+--
+
 ALTER DEFAULT PRIVILEGES FOR ROLE postgres IN SCHEMA public GRANT SELECT,USAGE ON SEQUENCES  TO service_role;
 
 --
 -- Name: DEFAULT PRIVILEGES FOR TABLES; Type: DEFAULT ACL; Schema: public; Owner: -
 --
 
+ALTER DEFAULT PRIVILEGES FOR ROLE plinth_sql IN SCHEMA public GRANT SELECT,INSERT,DELETE,UPDATE ON TABLES  TO service_role;
+
+--
+-- Name: DEFAULT PRIVILEGES FOR TABLES; Type: DEFAULT ACL; Schema: public; Owner: -
+--
+
 ALTER DEFAULT PRIVILEGES FOR ROLE postgres IN SCHEMA public GRANT SELECT,INSERT,DELETE,UPDATE ON TABLES  TO service_role;
+
+--
+-- Name: DEFAULT PRIVILEGES FOR FUNCTIONS; Type: DEFAULT ACL; Schema: -; Owner: -
+--
+
+ALTER DEFAULT PRIVILEGES FOR ROLE plinth_sql REVOKE ALL ON FUNCTIONS  FROM PUBLIC;
 
 --
 -- Name: DEFAULT PRIVILEGES FOR FUNCTIONS; Type: DEFAULT ACL; Schema: -; Owner: -
