@@ -9,6 +9,7 @@
  * win over tables of those names: such relations are left out here (docs/api/rest.md).
  */
 import type { Sql } from '../core/db.ts';
+import { ident } from './sql/fragments.ts';
 
 export const RESERVED_NAMES: ReadonlySet<string> = new Set(['batch', 'webhooks', 'rpc', 'rls-debug']);
 
@@ -117,16 +118,6 @@ export interface Func {
   readonly volatility: 'i' | 's' | 'v';
   readonly securityDefiner: boolean;
   readonly description: string | null;
-}
-
-/** Double-quotes an identifier. The only way catalog names enter SQL text. */
-export function ident(name: string): string {
-  return '"' + name.replaceAll('"', '""') + '"';
-}
-
-/** A SQL string literal of trusted text (compiler output only, never user values). */
-export function literal(text: string): string {
-  return "'" + text.replaceAll("'", "''") + "'";
 }
 
 interface RawType {

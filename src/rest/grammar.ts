@@ -62,9 +62,14 @@ export { parseOrder, parseLimitOffset } from './grammar/order.ts';
  * most once (a repeat is `invalid request`); `or`, `and`, `not.or`, `not.and` and
  * column filters may repeat (all ANDed); `on_conflict` and `columns` are ignored.
  * Every other key is a column filter on a column of that exact name.
+ *
+ * `selectOnly` (a POST, which binds only what `select` needs): every parameter is checked as
+ * usual, but when any of them carries a value the query is `select` alone, its values from
+ * slot 0 (filters, order and paging mean nothing to an insert).
  */
 export function parseQuery(
   params: URLSearchParams | Iterable<readonly [string, string]> | string,
+  selectOnly = false,
 ): ParsedQuery {
   // No query string (a POST, a GET of a whole table): nothing to walk, nothing to allocate.
   const it: Iterable<readonly [string, string]> =
@@ -77,6 +82,8 @@ export function parseQuery(
   let offset: number | null = null;
   const filters: FilterNode[] = [];
   const values: Value[] = [];
+  // selectOnly: the other parameters are checked, their values kept apart and dropped.
+  const others: Value[] = selectOnly ? [] : values;
   // Groups are parsed after the filters so slot numbering depends on shape only.
   let pendingLogic: string[] | null = null; // key, value, key, value, …
 
@@ -108,7 +115,7 @@ export function parseQuery(
       case 'columns':
         break;
       default:
-        filters.push(parseFilter(key, value, values));
+        filters.push(parseFilter(key, value, others));
     }
   }
 
@@ -118,17 +125,14 @@ export function parseQuery(
       const key = pendingLogic[i];
       const negated = key === 'not.or' || key === 'not.and';
       const kind = key === 'or' || key === 'not.or' ? 'or' : 'and';
-      logic.push(parseLogic(kind, pendingLogic[i + 1], negated, values));
+      logic.push(parseLogic(kind, pendingLogic[i + 1], negated, others));
     }
   }
 
-  return {
-    select: select === null ? STAR_SELECT : parseSelect(select, values),
-    filters,
-    logic,
-    order: order === null ? [] : parseOrder(order, values),
-    limit,
-    offset,
-    values,
-  };
+  const selected = select === null ? STAR_SELECT : parseSelect(select, values);
+  const ordered = order === null ? [] : parseOrder(order, others);
+  if (selectOnly && (values.length > 0 || others.length > 0)) {
+    return { select: selected, filters: [], logic: [], order: [], limit: null, offset: null, values };
+  }
+  return { select: selected, filters, logic, order: ordered, limit, offset, values };
 }
