@@ -2,8 +2,8 @@
  * PostgREST-style query grammar (docs/api/rest.md) → AST.
  *
  * The parser knows nothing about the catalog: it checks syntax only. The planner
- * checks names against the schema cache (unknown → 400 `unknown column in request`)
- * and turns the AST into SQL. User values never appear in the AST itself: each one is
+ * (plan.ts) checks names against the schema cache (unknown → 400 `unknown column in
+ * request`); the builder (sql/build.ts) writes the SQL. User values never appear in the AST itself: each one is
  * pushed onto a flat `values` array and nodes refer to it by slot index, so the SQL
  * text depends only on the *shape* (see `shapeOf`) and values are bound as `$n`.
  *
