@@ -162,7 +162,7 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
   }
   if (bodyParam !== null) params.push(bodyParam);
   const tree = (): ActionPlan => tableTree(cat, rel, req.method, q, columns, { minimal, count, singular, csv, counted, missingDefault });
-  const p: Planned = { key, params, offset: q.offset ?? 0, tree, ...(ranged ? { ranged } : {}) };
+  const p: Planned = ranged ? { key, params, offset: q.offset ?? 0, tree, ranged } : { key, params, offset: q.offset ?? 0, tree };
   return req.rollback || maxAffected !== undefined ? { ...p, rollback: req.rollback, maxAffected } : p;
 }
 
