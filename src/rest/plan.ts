@@ -166,10 +166,6 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
   return req.rollback || maxAffected !== undefined ? { ...p, rollback: req.rollback, maxAffected } : p;
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 /** A request to /rest/v1/rpc/{name} (or a batch's call). */
 export function planRpc(cat: Catalog, req: RpcRequest): Planned {
   const p = req.method === 'POST' ? planPost(cat, req) : planGet(cat, req);
@@ -178,8 +174,7 @@ export function planRpc(cat: Catalog, req: RpcRequest): Planned {
 }
 
 function planPost(cat: Catalog, req: RpcRequest): Planned {
-  const b = req.body === undefined ? {} : req.body;
-  if (!isPlainObject(b)) throw ERRORS.invalidBody();
+  const b = req.body ?? {};
   const names = Object.keys(b).sort();
   const { fn, wholeBody } = resolveFunction(cat, req.name, names, true);
   if (!wholeBody) checkArgs(fn, Object.entries(b), true);

@@ -65,8 +65,8 @@ export interface RpcRequest {
   readonly kind: 'rpc';
   readonly method: 'GET' | 'POST';
   readonly name: string;
-  /** POST: the parsed JSON body (an object, or undefined for none). */
-  readonly body?: unknown;
+  /** POST: the JSON body's object (`{}` for none): the arguments by name, or the one JSON argument. */
+  readonly body?: Record<string, unknown>;
   readonly bodyText?: string;
   /**
    * The raw query string. GET: a parameter the function takes is an argument; for a function
@@ -205,6 +205,13 @@ export function tableBody(method: Method, body: unknown, bodyText: string | unde
   return null;
 }
 
+/** An RPC's body: an object (none: `{}`); anything else is refused at once, before the function is looked up. */
+function rpcBody(body: unknown): Record<string, unknown> {
+  const b = body === undefined ? {} : body;
+  if (!isPlainObject(b)) throw ERRORS.invalidBody();
+  return b;
+}
+
 /** How the routes read a request: the service's settings that bear on it. */
 export interface ParseOptions {
   readonly txEnd: RestTxEnd;
@@ -240,7 +247,7 @@ export function parseRpcRequest(req: FastifyRequest<{ Params: { name: string } }
   checkAccept(req.headers.accept, o.plans);
   const prefer = parsePrefer(req.headers.prefer);
   const base = { kind: 'rpc' as const, name: req.params.name, query: rawQuery(req.url), prefer, rollback: rollsBack(o.txEnd, prefer), explain: o.plans ? wantsPlan(req.headers.accept) : null };
-  return method === 'POST' ? { ...base, method, body: req.body, bodyText: req.bodyText } : { ...base, method };
+  return method === 'POST' ? { ...base, method, body: rpcBody(req.body), bodyText: req.bodyText } : { ...base, method };
 }
 
 /** One operation of a batch, as a request: no headers, so no preferences. */
@@ -248,7 +255,7 @@ export function operationRequest(op: { method: Method; target: string; rpc: bool
   const common = { prefer: NO_PREFER, rollback: false, explain: null };
   if (op.rpc) {
     // For RPC paths only `body` supplies arguments; `query` is ignored for any method.
-    return op.method === 'POST' ? { ...common, kind: 'rpc', method: 'POST', name: op.target, body: op.body, query: '' } : { ...common, kind: 'rpc', method: 'GET', name: op.target, query: '' };
+    return op.method === 'POST' ? { ...common, kind: 'rpc', method: 'POST', name: op.target, body: rpcBody(op.body), query: '' } : { ...common, kind: 'rpc', method: 'GET', name: op.target, query: '' };
   }
   return {
     ...common,
