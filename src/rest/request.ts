@@ -220,7 +220,7 @@ export interface ParseOptions {
 }
 
 /** A request to /rest/v1/{table}. */
-export function parseTableRequest(req: FastifyRequest<{ Params: { table: string } }>, method: Method, o: ParseOptions): TableRequest {
+export function parseTableRequest(req: FastifyRequest, table: string, method: Method, o: ParseOptions): TableRequest {
   if (!publicProfile(req)) throw REST_ERRORS.schemaNotExposed();
   const accept = req.headers.accept;
   checkAccept(accept, o.plans);
@@ -228,7 +228,7 @@ export function parseTableRequest(req: FastifyRequest<{ Params: { table: string 
   return {
     kind: 'table',
     method,
-    table: req.params.table,
+    table,
     query: tableQuery(method, rawQuery(req.url)),
     body: tableBody(method, req.body, req.bodyText),
     prefer,
@@ -241,12 +241,12 @@ export function parseTableRequest(req: FastifyRequest<{ Params: { table: string 
 }
 
 /** A request to /rest/v1/rpc/{name}. */
-export function parseRpcRequest(req: FastifyRequest<{ Params: { name: string } }>, method: 'GET' | 'POST', o: ParseOptions): RpcRequest {
+export function parseRpcRequest(req: FastifyRequest, name: string, method: 'GET' | 'POST', o: ParseOptions): RpcRequest {
   // A function outside `public` is not found (docs/api/rest.md, RPC), whatever the profile names.
   if (!publicProfile(req)) throw REST_ERRORS.functionNotFound();
   checkAccept(req.headers.accept, o.plans);
   const prefer = parsePrefer(req.headers.prefer);
-  const base = { kind: 'rpc' as const, name: req.params.name, query: rawQuery(req.url), prefer, rollback: rollsBack(o.txEnd, prefer), explain: o.plans ? wantsPlan(req.headers.accept) : null };
+  const base = { kind: 'rpc' as const, name, query: rawQuery(req.url), prefer, rollback: rollsBack(o.txEnd, prefer), explain: o.plans ? wantsPlan(req.headers.accept) : null };
   return method === 'POST' ? { ...base, method, body: rpcBody(req.body), bodyText: req.bodyText } : { ...base, method };
 }
 

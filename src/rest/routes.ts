@@ -7,10 +7,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../core/area.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
-import type { RequestContext } from '../core/db.ts';
 import { NO_PREFER, type Prefer } from './prefer.ts';
 import { prepare } from './prepare.ts';
-import { parseRpcRequest, parseTableRequest, rawQuery, type ApiRequest, type Method, type PlanRequest } from './request.ts';
+import { parseRpcRequest, parseTableRequest, rawQuery, type Method, type PlanRequest } from './request.ts';
 import type { RestTxEnd } from '../core/config.ts';
 import { execute, explain, type Outcome } from './execute.ts';
 import { buildOpenApi, reachableQuery, type Reachable } from './openapi.ts';
@@ -73,8 +72,10 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
 
   const opts = { txEnd, plans };
 
-  /** A table or function request: parse → prepare (plan, build, cached by shape) → execute → send. */
-  const answer = async (req: FastifyRequest, reply: FastifyReply, cred: RequestContext, r: ApiRequest): Promise<FastifyReply> => {
+  /** A table or function request: credentials → parse → prepare (plan, build, cached by shape) → execute → send. */
+  const answer = async (req: FastifyRequest, reply: FastifyReply, kind: 'table' | 'rpc', name: string, method: Method): Promise<FastifyReply> => {
+    const cred = await credentials.api(req);
+    const r = kind === 'table' ? parseTableRequest(req, name, method, opts) : parseRpcRequest(req, name, method === 'POST' ? 'POST' : 'GET', opts);
     const p = prepare(await cache.get(), r);
     if (r.explain !== null) return sendPlan(reply, r.explain, await explain(db, cred, p, r.explain));
     // A GET is a read (a function's only when stable or immutable: it has a max-age); anything else may write.
@@ -86,19 +87,13 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     return send(reply, out, p.statement.singular, p.statement.csvHeader !== undefined);
   };
 
-  const table = (method: Method) => async (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => {
-    const cred = await credentials.api(req);
-    return answer(req, reply, cred, parseTableRequest(req, method, opts));
-  };
+  const table = (method: Method) => (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => answer(req, reply, 'table', req.params.table, method);
   app.get('/rest/v1/:table', table('GET'));
   app.post('/rest/v1/:table', table('POST'));
   app.patch('/rest/v1/:table', table('PATCH'));
   app.delete('/rest/v1/:table', table('DELETE'));
 
-  const rpc = (method: 'GET' | 'POST') => async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
-    const cred = await credentials.api(req);
-    return answer(req, reply, cred, parseRpcRequest(req, method, opts));
-  };
+  const rpc = (method: 'GET' | 'POST') => (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => answer(req, reply, 'rpc', req.params.name, method);
   app.get('/rest/v1/rpc/:name', rpc('GET'));
   app.post('/rest/v1/rpc/:name', rpc('POST'));
 
