@@ -6,14 +6,12 @@
  * Loads are coalesced: calls during a load make one more load after it.
  *
  * A `plv8` entry carries its compiled call: `public.<name>($1::text::jsonb)`, shaped as RPC
- * shapes (bare value, array for sets, null for void) by REST's own `rpcSelect`.
+ * shapes (bare value, array for sets, null for void), built by REST's `jsonCallStatement`.
  */
 import type { Sql } from '../core/db.ts';
 import type { Logger } from '../core/log.ts';
 import { Reloading } from '../core/reloading.ts';
-import { ident } from '../rest/catalog.ts';
-import { rpcPlan, type Plan } from '../rest/plan.ts';
-import { rpcSelect } from '../rest/sql/build.ts';
+import { jsonCallStatement, type Statement } from '../rest/prepare.ts';
 
 export interface FunctionEntry {
   readonly name: string;
@@ -22,7 +20,7 @@ export interface FunctionEntry {
   /** A null verify_jwt counts as true: the safe reading. */
   readonly verifyJwt: boolean;
   /** plv8 with a resolvable public.<name>(jsonb): the statement; otherwise null. */
-  readonly plan: Plan | null;
+  readonly statement: Statement | null;
 }
 
 interface RawEntry {
@@ -53,12 +51,11 @@ export async function loadFunctionCatalog(sql: Sql, log: Logger): Promise<Functi
   }
   const out = new Map<string, FunctionEntry>();
   for (const r of raw) {
-    let plan: Plan | null = null;
+    let statement: Statement | null = null;
     if (r.runtime === 'plv8' && r.fn !== null) {
-      const call = `"public".${ident(r.name)}($1::text::jsonb)`;
-      plan = rpcPlan({ volatility: r.fn.volatility }, rpcSelect({ returnsSet: r.fn.returns_set, returnKind: r.fn.return_kind }, call, ''));
+      statement = jsonCallStatement(r.name, { returnsSet: r.fn.returns_set, returnKind: r.fn.return_kind, volatility: r.fn.volatility });
     }
-    out.set(r.name, { name: r.name, runtime: r.runtime, status: r.status, verifyJwt: r.verify_jwt !== false, plan });
+    out.set(r.name, { name: r.name, runtime: r.runtime, status: r.status, verifyJwt: r.verify_jwt !== false, statement });
   }
   return out;
 }

@@ -230,9 +230,9 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     if (entry === undefined || entry.status !== 'active' || entry.runtime === null) throw FUNCTION_ERRORS.notFound();
     if (entry.runtime === 'plv8') {
       const caller = await callerOf(req, entry);
-      if (entry.plan === null) throw FUNCTION_ERRORS.notFound();
+      if (entry.statement === null) throw FUNCTION_ERRORS.notFound();
       const payload = await payloadOf(req, config.maxBodyBytes);
-      const out = await execute(db, caller, { plan: entry.plan, params: [payload], offset: 0 });
+      const out = await execute(db, caller, { statement: entry.statement, params: [payload], offset: 0 });
       return sendJsonText(reply, out.status, out.body ?? 'null');
     }
     // The caller as plinth verified it, for the function: whatever a caller sent under this

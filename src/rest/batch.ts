@@ -4,7 +4,7 @@
  *
  * - Validation first: the body's shape, the number of operations (MAX_BATCH_OPERATIONS),
  *   each method and path, unique ids. Anything refused is refused before anything runs.
- * - Each operation goes through the same compiler (`prepareTable`, `prepareRpc`) and the
+ * - Each operation goes through the same stages (`operationRequest`, `prepare`) and the
  *   same executor (`run`, `outcome`) as a single request, on the transaction's connection;
  *   errors through the same mapper. Nothing here knows the grammar or SQLSTATEs.
  * - Atomic (default): the first failure rolls everything back: 422 with the results so
@@ -20,9 +20,8 @@ import type { Db, RequestContext, ReservedSql } from '../core/db.ts';
 import { AppError, ERRORS, pgErrorToAppError } from '../core/errors.ts';
 import type { Catalog } from './catalog.ts';
 import { RESERVED_NAMES } from './catalog.ts';
-import { prepareRpc, prepareTable } from './compile.ts';
-import type { Method, Prepared } from './plan.ts';
-import { NO_PREFER } from './prefer.ts';
+import { prepare, type Prepared } from './prepare.ts';
+import { operationRequest, type Method } from './request.ts';
 import { outcome, run } from './execute.ts';
 
 export interface BatchOperation {
@@ -216,15 +215,11 @@ class Abort extends Error {
   }
 }
 
-function prepare(cat: Catalog, op: BatchOperation, t: Templates): Prepared {
-  if (op.rpc) {
-    // For RPC paths only `body` supplies arguments; `query` is ignored for any method.
-    return op.method === 'POST'
-      ? prepareRpc(cat, { method: 'POST', name: op.target, body: t.body(op.body) })
-      : prepareRpc(cat, { method: 'GET', name: op.target, query: '' });
-  }
+/** One operation through the same stages as a request of its own (templates resolved first). */
+function prepareOperation(cat: Catalog, op: BatchOperation, t: Templates): Prepared {
+  if (op.rpc) return prepare(cat, operationRequest({ ...op, body: op.method === 'POST' ? t.body(op.body) : undefined }));
   const body = op.body === undefined ? undefined : t.body(op.body);
-  return prepareTable(cat, { method: op.method, table: op.target, query: t.query(op.query), body, prefer: NO_PREFER, singular: false });
+  return prepare(cat, operationRequest({ ...op, query: t.query(op.query), body }));
 }
 
 function failure(id: string, err: unknown): Result {
@@ -271,7 +266,7 @@ export async function runBatch(
       for (const op of batch.operations) {
         let result: Result;
         try {
-          const p = prepare(cat, op, t);
+          const p = prepareOperation(cat, op, t);
           const rows = batch.atomic ? await run(c, p).execute() : await runPartial(c, p);
           const out = outcome(p, rows);
           result = { id: op.id, status: out.status, data: out.body ?? 'null' };

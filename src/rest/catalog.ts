@@ -1,18 +1,19 @@
 /**
  * The schema cache: what `rest_private.catalog()` reports about `public`, indexed for the
- * compiler. One immutable `Catalog` per load; a reload builds a new one and swaps it in
+ * planner. One immutable `Catalog` per load; a reload builds a new one and swaps it in
  * (`RestArea.catalog`), so requests in flight keep the one they started with and never
- * wait. Each catalog carries its own cache of compiled SQL, which therefore can never
- * outlive the schema it was compiled against.
+ * wait. Each catalog carries its own cache of built statements (by request shape), which therefore can never
+ * outlive the schema it was planned against.
  *
  * Names under `/rest/v1/` that are service routes (`batch`, `webhooks`, `rpc`, `rls-debug`)
  * win over tables of those names: such relations are left out here (docs/api/rest.md).
  */
 import type { Sql } from '../core/db.ts';
+import { ident } from './sql/fragments.ts';
 
 export const RESERVED_NAMES: ReadonlySet<string> = new Set(['batch', 'webhooks', 'rpc', 'rls-debug']);
 
-/** The type facts the compiler (casts) and OpenAPI (JSON types) need. */
+/** The type facts the planner (casts) and OpenAPI (JSON types) need. */
 export interface TypeInfo {
   /** For people: `character varying(20)`, `integer[]`, `mood`. */
   readonly type: string;
@@ -117,16 +118,6 @@ export interface Func {
   readonly volatility: 'i' | 's' | 'v';
   readonly securityDefiner: boolean;
   readonly description: string | null;
-}
-
-/** Double-quotes an identifier. The only way catalog names enter SQL text. */
-export function ident(name: string): string {
-  return '"' + name.replaceAll('"', '""') + '"';
-}
-
-/** A SQL string literal of trusted text (compiler output only, never user values). */
-export function literal(text: string): string {
-  return "'" + text.replaceAll("'", "''") + "'";
 }
 
 interface RawType {

@@ -9,7 +9,8 @@ import type postgres from 'postgres';
 import type { ContextOptions, Db, LaneQuery, LaneSql, RequestContext, Sql } from '../core/db.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
 import { REST_ERRORS } from './errors.ts';
-import type { Prepared } from './plan.ts';
+import type { Prepared } from './statement.ts';
+import type { PlanRequest } from './request.ts';
 
 export interface Outcome {
   status: number;
@@ -37,31 +38,31 @@ const PREPARED = { prepare: true, simple: false } as postgres.UnsafeQueryOptions
 export function run(c: LaneSql, p: Prepared): LaneQuery;
 export function run(c: Sql, p: Prepared): postgres.PendingQuery<postgres.Row[]>;
 export function run(c: Sql | LaneSql, p: Prepared): LaneQuery | postgres.PendingQuery<postgres.Row[]> {
-  return c.unsafe(p.plan.text, p.params as postgres.ParameterOrJSON<never>[], PREPARED);
+  return c.unsafe(p.statement.text, p.params as postgres.ParameterOrJSON<never>[], PREPARED);
 }
 
 export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
-  const plan = p.plan;
-  if (!plan.returnsBody) {
+  const s = p.statement;
+  if (!s.returnsBody) {
     // A write under `max-affected` counts its rows even without a body.
-    const counted = plan.counted ? (rows[0] as ResultRow).n : 0;
-    return { status: plan.status, body: null, n: counted, contentRange: null };
+    const counted = s.counted ? (rows[0] as ResultRow).n : 0;
+    return { status: s.status, body: null, n: counted, contentRange: null };
   }
   const row = rows[0] as ResultRow;
   const n = row.n;
-  if (plan.singular && n !== 1) throw REST_ERRORS.singular();
+  if (s.singular && n !== 1) throw REST_ERRORS.singular();
   let contentRange: string | null = null;
-  let status = plan.status;
-  if (plan.contentRange) {
+  let status = s.status;
+  if (s.contentRange) {
     // A counted call of a function without result columns: what it returned is the total.
-    const total = row.total !== undefined && row.total !== null ? String(row.total) : plan.count !== null ? String(n) : '*';
+    const total = row.total !== undefined && row.total !== null ? String(row.total) : s.count !== null ? String(n) : '*';
     contentRange = n === 0 ? `*/${total}` : `${p.offset}-${p.offset + n - 1}/${total}`;
     // A Range header's page that is not the whole result: 206 (PostgREST); an empty page
     // past the end stays 200 (the interface has no 416).
     if (p.ranged && n > 0 && total !== '*' && n < Number(total)) status = 206;
   }
   let body = row.body;
-  if (plan.csvHeader !== undefined) body = n === 0 ? plan.csvHeader : plan.csvHeader + '\n' + body;
+  if (s.csvHeader !== undefined) body = n === 0 ? s.csvHeader : s.csvHeader + '\n' + body;
   return { status, body, n, contentRange };
 }
 
@@ -82,7 +83,7 @@ class RolledBack extends Error {
  */
 export async function execute(db: Db, ctx: RequestContext, p: Prepared, opts: ContextOptions = {}): Promise<Outcome> {
   try {
-    if ((p.plan.write && p.plan.singular) || p.rollback === true || p.maxAffected !== undefined) {
+    if ((p.statement.write && p.statement.singular) || p.rollback === true || p.maxAffected !== undefined) {
       return await db.transactionWithContext(ctx, async (c) => {
         const out = outcome(p, await run(c, p).execute());
         if (p.maxAffected !== undefined && out.n > p.maxAffected) throw REST_ERRORS.maxAffected();
@@ -97,12 +98,6 @@ export async function execute(db: Db, ctx: RequestContext, p: Prepared, opts: Co
   }
 }
 
-/** A plan asked for: its format and the EXPLAIN options named (analyze, verbose, settings, buffers, wal). */
-export interface PlanRequest {
-  format: 'json' | 'text';
-  options: string[];
-}
-
 /**
  * The execution plan of a prepared operation (`Accept: application/vnd.pgrst.plan…`, under
  * REST_PLAN_ENABLED): EXPLAIN of the very statement with the request's values, as the caller.
@@ -113,7 +108,7 @@ export interface PlanRequest {
 export async function explain(db: Db, ctx: RequestContext, p: Prepared, plan: PlanRequest): Promise<string> {
   const analyze = plan.options.includes('analyze');
   const options = [...plan.options.filter((o) => o !== 'wal' || analyze), ...(plan.format === 'json' ? ['format json'] : [])];
-  const text = (options.length ? `explain (${options.join(', ')}) ` : 'explain ') + p.plan.text;
+  const text = (options.length ? `explain (${options.join(', ')}) ` : 'explain ') + p.statement.text;
   let rows: readonly postgres.Row[];
   try {
     rows = await db.withContext(ctx, (c) => c.unsafe(text, p.params, PREPARED));

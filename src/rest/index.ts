@@ -3,9 +3,10 @@
  * tables and views under /rest/v1/{table}, functions under /rest/v1/rpc/{name}, the batch,
  * the OpenAPI description and rls-debug.
  *
- * The path of a table request: credentials → catalog (in memory) → grammar → compiled SQL
- * (cached per catalog by shape) → `db.withContext` (begin, role and claims, the statement,
- * commit: one round trip) → the JSON text PostgreSQL built, sent as is.
+ * The path of a table request (docs/architecture.md draws it hop by hop): credentials →
+ * parse (request.ts) → plan against the catalog in memory (plan.ts) → SQL built from the plan
+ * tree (sql/build.ts; cached per catalog by shape, prepare.ts) → `db.withContext` (role and
+ * claims, the statement: one round trip) → the JSON text PostgreSQL built, sent as is.
  *
  * The catalog reloads on NOTIFY `plinth_cache` / `rest` (sent by the DDL event trigger and
  * by /api/catalog/refresh, so every instance reloads); loads are coalesced and the new

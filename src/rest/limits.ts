@@ -7,8 +7,8 @@
  * The values are named in the README ("Limits").
  *
  * Everything here walks what the grammar and the catalog already produced; nothing knows
- * SQL. The select check depends only on the request's shape, so the compiler runs it when
- * it compiles a plan; the value checks run per request and cost a lookup per value unless
+ * SQL. The select check depends only on the request's shape, so the planner runs it when
+ * it resolves a plan tree; the value checks run per request and cost a lookup per value unless
  * a column or argument is an array or a tsquery.
  */
 import { ERRORS } from '../core/errors.ts';

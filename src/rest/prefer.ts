@@ -1,6 +1,6 @@
 /**
  * The `Prefer` request header, parsed apart from the query grammar: it is an HTTP header, read
- * by the routes and handed to the compiler as options (docs/api/rest.md, "Prefer").
+ * by the parse stage (request.ts) and handed to the planner (docs/api/rest.md, "Prefer").
  */
 
 const C_COMMA = 44;

@@ -1,6 +1,6 @@
 /**
  * Plan-cache keys: the shape of a parsed query, equal for two queries that differ only in
- * bound values. The compiler keys its SQL text by it (with the method, relation, body columns
+ * bound values. The planner keys the SQL text by it (with the method, relation, body columns
  * and Prefer), so one statement text serves every request of that shape.
  */
 import type { JsonStep, FilterNode, LogicNode, ParsedQuery, SelectNode } from './grammar.ts';
@@ -61,7 +61,7 @@ function logicShape(n: LogicNode): string {
  * A key equal for two parsed queries that differ only in bound values (including the
  * length of `in` lists, and limit/offset numbers). Equal shapes imply equal slot layouts,
  * so SQL generated for one can be reused with the other's `values`. The table, method,
- * role and Prefer count are not included: the compiler adds what it depends on.
+ * role and Prefer count are not included: the planner adds what it depends on.
  */
 export function shapeOf(parsed: ParsedQuery): string {
   let out = 'S' + selectShape(parsed.select) + '|F';

@@ -4,6 +4,16 @@
  */
 import type { BinaryOp, FtsOp, JsonStep } from '../grammar.ts';
 
+/** Double-quotes an identifier. The only way catalog names enter SQL text. */
+export function ident(name: string): string {
+  return '"' + name.replaceAll('"', '""') + '"';
+}
+
+/** A SQL string literal of trusted text (builder output only, never user values). */
+export function literal(text: string): string {
+  return "'" + text.replaceAll("'", "''") + "'";
+}
+
 /** SQL operator for each binary operator . */
 export const SQL_BINARY_OPS: Readonly<Record<BinaryOp, string>> = Object.freeze({
   eq: '=',
