@@ -99,7 +99,7 @@ async function run(ctx: RunContext): Promise<RunResult> {
       ].join('\n'),
     );
     const clients = Number(process.env.DB_POOL_SIZE ?? 10);
-    const secs = ctx.quick ? 2 : 4;
+    const secs = ctx.quick ? 1 : 4;
     const traffic = getByKey(ctx.anonKey);
     const service = async () => (await saturate(ctx.serviceUrl, traffic, ctx.connections, secs)).rps;
     const database = () => pgbench(ctx, script, claims, clients, secs);

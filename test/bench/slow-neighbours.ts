@@ -50,8 +50,8 @@ function slowNeighbours(ctx: RunContext): { stop(): Promise<{ calls: number; fai
 
 async function run(ctx: RunContext): Promise<RunResult> {
   const rate = ctx.quick ? 500 : 1000;
-  const slices = ctx.quick ? 2 : 6;
-  const seconds = ctx.quick ? 1.5 : 3;
+  const slices = ctx.quick ? 1 : 6;
+  const seconds = ctx.quick ? 2 : 3;
   const traffic = getByKey(ctx.anonKey);
   await paced(ctx.serviceUrl, traffic, rate, 0.5); // warm-up
   const quiet: PacedResult[] = [];
