@@ -83,7 +83,7 @@ interface Durations {
   paced: number;
   slices: number;
 }
-const D: Durations = args.quick ? { warm: 0.3, rounds: 2, sat: 0.5, paced: 0.6, slices: 1 } : { warm: 1, rounds: 6, sat: 1.2, paced: 8, slices: 8 };
+const D: Durations = args.quick ? { warm: 0.2, rounds: 2, sat: 0.4, paced: 0.5, slices: 1 } : { warm: 1, rounds: 6, sat: 1.2, paced: 8, slices: 8 };
 const CONNECTIONS = Number(args.connections ?? 16);
 const POOL = process.env.DB_POOL_SIZE ?? '10';
 const only = args.only ? new Set(args.only.split(',').map((s) => s.trim())) : null;
