@@ -536,6 +536,8 @@ async function main(): Promise<number> {
 
   const rows: Row[] = [];
   for (const s of selected) {
+    // Stopped (limit, signal): the report is written and the clean-up under way.
+    if (report.stopping !== null) return 1;
     const t0 = Date.now();
     report.begin(s.name);
     let row: Row;
@@ -544,6 +546,7 @@ async function main(): Promise<number> {
     } catch (err) {
       row = { ...emptyRow(s), note: err instanceof Error ? err.message : String(err) };
     }
+    if (report.stopping !== null) return 1;
     rows.push(row);
     report.add(row);
     log(`${s.name}: ${row.status}${row.ratio !== null ? ` ratio ${row.ratio.toFixed(2)}` : ''}${row.rps !== null ? ` ${row.rps.toFixed(0)}/s` : ''} (${((Date.now() - t0) / 1000).toFixed(1)} s)${row.note ? ` — ${row.note}` : ''}`);
@@ -593,9 +596,14 @@ let code = 1;
 try {
   code = await main();
 } catch (err) {
-  console.error('bench failed:', err);
-  report.finish(`the bench failed: ${err instanceof Error ? err.message : String(err)}`);
-  await cleanup();
+  if (report.stopping === null) {
+    console.error('bench failed:', err);
+    report.finish(`the bench failed: ${err instanceof Error ? err.message : String(err)}`);
+    await cleanup();
+  }
 }
-disarm();
-process.exit(code);
+// A run being stopped exits once its clean-up is done (report.guard); any other, now.
+if (report.stopping === null) {
+  disarm();
+  process.exit(code);
+}

@@ -136,6 +136,8 @@ export class BenchReport {
   private readonly rows = new Map<string, Row>();
   private running: string | null = null;
   private written = false;
+  /** Why the run is being stopped (by `guard`), or null: the run goes on, and nothing else may end it meanwhile. */
+  stopping: string | null = null;
   private readonly started = Date.now();
 
   constructor(o: ReportOptions) {
@@ -190,6 +192,8 @@ export class BenchReport {
    */
   guard(limitS: number, hooks: StopHooks): () => void {
     const stop = (why: string, code: number) => {
+      if (this.stopping !== null) return;
+      this.stopping = why;
       console.error(`bench: ${why}; writing the report, then cleaning up`);
       try {
         this.finish(why);
