@@ -6,6 +6,8 @@
  *   inserts rows it owns (`owner` defaults to `auth.uid()`, the policy checks it).
  * - `bench_authors` ← `bench_books.author_id` (FK): the many-to-one embed.
  * - `bench_author_name(p_id)`: a STABLE SQL function granted to anon (RPC).
+ * - `bench_sleep(seconds)`: a statement that runs that long, granted to anon (the slow
+ *   neighbours of `rest-get-beside-slow`).
  */
 import postgres from 'postgres';
 import { cloneTemplate, type ClonedDatabase } from '../helpers/database.ts';
@@ -49,6 +51,11 @@ create function public.bench_author_name(p_id bigint) returns text
   language sql stable
 as $$ select name from public.bench_authors where id = p_id $$;
 grant execute on function public.bench_author_name(bigint) to anon, authenticated;
+
+create function public.bench_sleep(seconds float8) returns int
+  language sql volatile
+as $$ select 1 from (select pg_catalog.pg_sleep(seconds)) s $$;
+grant execute on function public.bench_sleep(float8) to anon;
 
 insert into public.bench_items (owner, title, body, published)
   select gen_random_uuid(), 'item ' || i, repeat('lorem ipsum ', 8), i % 10 <> 0

@@ -68,7 +68,7 @@ async function run(ctx: RunContext): Promise<RunResult> {
     execArgv: ctx.profileDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`],
   });
   try {
-    const secs = ctx.quick ? 1 : 3;
+    const secs = ctx.quick ? 0.6 : 3;
     const sides = {
       service: () => saturate(ctx.serviceUrl, service, ctx.connections, secs),
       proxy: () => saturate(proxy.ready.url, direct, ctx.connections, secs),

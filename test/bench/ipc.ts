@@ -211,7 +211,7 @@ export async function startChild<R>(
     });
   });
   const call = <T>(cmd: string, args?: unknown, timeoutMs = 60_000): Promise<T> => {
-    if (exited) return Promise.reject(new Error(`${name} has exited`));
+    if (exited || !proc.connected) return Promise.reject(new Error(`${name} has exited`));
     const id = nextId++;
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -219,7 +219,13 @@ export async function startChild<R>(
         reject(new Error(`${name}: ${cmd} timed out`));
       }, timeoutMs);
       pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
-      proc.send({ id, cmd, args } satisfies Message);
+      // A channel closed meanwhile (the run being stopped) fails the call, not the process.
+      proc.send({ id, cmd, args } satisfies Message, (err) => {
+        if (err === null || !pending.has(id)) return;
+        pending.delete(id);
+        clearTimeout(timer);
+        reject(err);
+      });
     });
   };
   const child: Child = {

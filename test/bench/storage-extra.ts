@@ -1,6 +1,6 @@
 /**
  * Storage scenarios of resumable uploads and image transformations:
- * - `storage-resumable`: a 256 MiB upload (64 MiB with --quick) through TUS in 6 MB chunks
+ * - `storage-resumable`: a 256 MiB upload (32 MiB with --quick) through TUS in 6 MB chunks
  *   (PATCHes one after the other, as tus-js-client sends them) against a plain POST of the
  *   same bytes, both to the disk back end of one service; ratio of MB/s (goal ≥ 0.7).
  * - `storage-thumbnail`: a 64 px WebP thumbnail of a 2 MP JPEG, served from the variant
@@ -103,7 +103,7 @@ async function bucket(url: string, serviceKey: string, id: string, extra: Record
 }
 
 export async function runResumable(quick: boolean): Promise<CustomResult> {
-  const SIZE = (quick ? 64 : 256) * MiB;
+  const SIZE = (quick ? 32 : 256) * MiB;
   return withService(async (url, serviceKey) => {
     await bucket(url, serviceKey, 'bench');
     const auth = { authorization: `Bearer ${await userToken()}` };
@@ -129,7 +129,7 @@ export async function runResumable(quick: boolean): Promise<CustomResult> {
     };
     await plain(); // warm-up
     await resumable();
-    const rounds = quick ? 2 : 3;
+    const rounds = quick ? 1 : 3;
     const total = { plain: 0, resumable: 0 };
     for (let i = 0; i < rounds; i++) {
       if (i % 2 === 0) {
@@ -169,7 +169,7 @@ export async function runThumbnail(quick: boolean): Promise<CustomResult> {
     const firstMs = performance.now() - t0;
     const meta = await sharp(Buffer.from(await first.arrayBuffer())).metadata();
     if (first.status !== 200 || meta.format !== 'webp' || meta.width !== 64) throw new Error(`render: ${first.status} ${meta.format} ${meta.width}`);
-    const seconds = quick ? 3 : 8;
+    const seconds = quick ? 1.5 : 8;
     const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
     const get = () =>
       new Promise<number>((resolve, reject) => {

@@ -45,7 +45,7 @@ const LANE_DEPTH = 16;
  */
 const LANE_SHARE = 4;
 
-/** A lane with requests in flight that answered none for this long is held by a slow statement: no more requests join it. */
+/** A lane with requests in flight that answered none (nor took its first) for this long is held by a slow statement: no request joins it (decision 0320). */
 const LANE_STALL_MS = 2;
 
 export interface Lane {
@@ -54,9 +54,21 @@ export interface Lane {
   inflight: number;
   /** When it last answered a request (performance.now()). */
   answered: number;
+  /** When its in-flight requests began, from nothing in flight (performance.now()). */
+  since: number;
   /** Failed connection attempts in a row, and when the last one failed. */
   failures: number;
   failedAt: number;
+}
+
+/** Whether a lane may take a request behind those it has in flight: none, or one answered (or began) within LANE_STALL_MS. */
+function moving(l: Lane, now: number): boolean {
+  return l.inflight === 0 || now - Math.max(l.answered, l.since) < LANE_STALL_MS;
+}
+
+interface LaneWaiter {
+  resolve(lane: Lane): void;
+  timer: NodeJS.Timeout;
 }
 
 export interface RoleLanesOptions {
@@ -74,7 +86,9 @@ export interface RoleLanesOptions {
 
 export class RoleLanes {
   private readonly lanes: Lane[];
-  private readonly waiting: Array<(lane: Lane) => void> = [];
+  private readonly waiting: LaneWaiter[] = [];
+  /** While requests wait: looks for a lane for them every few milliseconds. */
+  private polling: NodeJS.Timeout | null = null;
   private txnPool: Sql | null = null;
   private readonly o: RoleLanesOptions;
   private readonly tls: TlsMode;
@@ -87,7 +101,7 @@ export class RoleLanes {
   constructor(o: RoleLanesOptions) {
     this.o = o;
     this.tls = tlsModeOf(o.url);
-    this.lanes = Array.from({ length: o.count }, () => ({ conn: null, opening: null, inflight: 0, answered: 0, failures: 0, failedAt: 0 }));
+    this.lanes = Array.from({ length: o.count }, () => ({ conn: null, opening: null, inflight: 0, answered: 0, since: 0, failures: 0, failedAt: 0 }));
     this.open(this.lanes[0]).catch(() => {});
     this.idleTimer = setInterval(() => this.closeIdle(performance.now() - o.idleMs), Math.max(50, o.idleMs / 4));
     this.idleTimer.unref();
@@ -172,34 +186,37 @@ export class RoleLanes {
 
   /**
    * The first lane (in order) with fewer than LANE_SHARE requests in flight that is moving
-   * (it answered a request within LANE_STALL_MS, or has none in flight), else the least busy
-   * lane with room, else null (every lane full). Requests gather on few lanes, and leave in
-   * one write; a lane held by a slow statement takes no more requests behind it.
+   * (nothing in flight, or an answer or its first request within LANE_STALL_MS), else the
+   * least busy moving lane with room, else a lane without a connection (it opens), else null:
+   * the caller waits (`wait`); for a request that has waited (`waited`), a lane without a
+   * connection only with one free in the budget at once (its wait is already counting).
+   * Requests gather on few lanes and leave in one write; a lane
+   * held by a slow statement takes no request behind it, whatever the other lanes' state: a
+   * request queued there would wait for that statement, however long it runs, with no
+   * DB_POOL_TIMEOUT_MS to bound it.
    */
-  acquire(): Lane | null {
+  acquire(waited = false): Lane | null {
     const now = performance.now();
     let best = -1;
-    // Lanes with a connection (or one on its way) first; then a lane without one (it opens);
-    // a lane held by a slow statement last.
-    let stalled = -1;
     for (let i = 0; i < this.lanes.length; i++) {
       const l = this.lanes[i];
       if (l.conn === null && l.opening === null) continue;
-      const moving = l.inflight === 0 || now - l.answered < LANE_STALL_MS;
-      if (l.inflight < LANE_SHARE && moving) {
+      if (!moving(l, now) || l.inflight >= LANE_DEPTH) continue;
+      if (l.inflight < LANE_SHARE) {
         best = i;
         break;
       }
-      if (l.inflight >= LANE_DEPTH) continue;
-      if (moving) {
-        if (best < 0 || l.inflight < this.lanes[best].inflight) best = i;
-      } else if (stalled < 0 || l.inflight < this.lanes[stalled].inflight) stalled = i;
+      if (best < 0 || l.inflight < this.lanes[best].inflight) best = i;
     }
-    if (best < 0) best = this.lanes.findIndex((l) => l.conn === null && l.opening === null);
-    if (best < 0) best = stalled;
-    if (best < 0) return null;
-    const lane = this.lanes[best];
-    lane.inflight++;
+    if (best < 0) {
+      best = this.lanes.findIndex((l) => l.conn === null && l.opening === null);
+      if (best < 0) return null;
+      if (waited) {
+        if (this.ended || !this.o.budget.tryTake()) return null;
+        this.open(this.lanes[best], true).catch(() => {});
+      }
+    }
+    const lane = this.take(this.lanes[best], now);
     // The next lane without a connection opens now, so that it is ready when requests pile
     // up: only with a connection free in the budget at once (else the lanes open share it).
     const next = this.lanes.find((l, i) => i > best && l.conn === null && l.opening === null);
@@ -207,8 +224,51 @@ export class RoleLanes {
     return lane;
   }
 
+  private take(lane: Lane, now: number): Lane {
+    if (lane.inflight === 0) lane.since = now;
+    lane.inflight++;
+    return lane;
+  }
+
+  /**
+   * A lane once one may take the request (one answers, or closes and may open again), or
+   * `DB_BUSY` after the budget's DB_POOL_TIMEOUT_MS: the wait for a connection, pipelined or
+   * not, is bounded by it.
+   */
   wait(): Promise<Lane> {
-    return new Promise((resolve) => this.waiting.push(resolve));
+    return new Promise<Lane>((resolve, reject) => {
+      const w: LaneWaiter = {
+        resolve,
+        timer: setTimeout(() => {
+          const i = this.waiting.indexOf(w);
+          if (i >= 0) this.waiting.splice(i, 1);
+          if (this.waiting.length === 0) this.stopPolling();
+          this.o.budget.refusedAt = performance.now();
+          reject(new LaneError('no database connection became free in time', 'DB_BUSY'));
+        }, this.o.budget.timeoutMs),
+      };
+      this.waiting.push(w);
+      // A lane may close meanwhile (lost, idle, asked back by the budget) and be opened again
+      // for a waiter: looked for every few milliseconds while anyone waits.
+      this.polling ??= setInterval(() => this.serveWaiting(), 5);
+    });
+  }
+
+  /** Hand lanes that may take a request to the requests waiting, in order. */
+  private serveWaiting(): void {
+    while (this.waiting.length > 0) {
+      const lane = this.acquire(true);
+      if (lane === null) return;
+      const w = this.waiting.shift()!;
+      clearTimeout(w.timer);
+      w.resolve(lane);
+    }
+    this.stopPolling();
+  }
+
+  private stopPolling(): void {
+    if (this.polling !== null) clearInterval(this.polling);
+    this.polling = null;
   }
 
   /** For the metrics: lane connections open, those with requests in flight, and requests waiting for a lane. */
@@ -224,9 +284,8 @@ export class RoleLanes {
 
   release(lane: Lane): void {
     lane.answered = performance.now();
-    const next = this.waiting.shift();
-    if (next) next(lane);
-    else lane.inflight--;
+    lane.inflight--;
+    if (this.waiting.length > 0) this.serveWaiting();
   }
 
   /** Run one request on `lane`: its connection (opened if need be), claims and work in one unit. */
@@ -260,6 +319,7 @@ export class RoleLanes {
   async end(timeout: number): Promise<void> {
     this.ended = true;
     clearInterval(this.idleTimer);
+    this.stopPolling();
     this.unevict();
     const conns = this.lanes.map((l) => l.conn).filter((c): c is LaneConnection => c !== null);
     let timer: NodeJS.Timeout | undefined;
