@@ -81,8 +81,8 @@ export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
   if (req.method === 'PATCH' || req.method === 'DELETE') {
     // A filter is required (docs/api/rest.md), and paging a write is refused
     // rather than silently ignored.
-    if (q.filters.length === 0 && q.logic.length === 0) throw ERRORS.invalidRequest();
-    if (q.limit !== null || q.offset !== null) throw ERRORS.invalidRequest();
+    if (q.filters.length === 0 && q.logic.length === 0) throw ERRORS.invalidRequestBecause(`${req.method} needs a filter (such as ?id=eq.1): it would change every row`);
+    if (q.limit !== null || q.offset !== null) throw ERRORS.invalidRequestBecause(`${req.method} takes no limit or offset`);
   }
   if (req.method !== 'POST') checkFilters(rel, q);
 
