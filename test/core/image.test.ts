@@ -26,10 +26,14 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 // The first install downloads the production dependencies (minutes); later runs take the layer.
 t.setTimeout(1_200_000);
 
+/** A condition that can no longer be met (the service exited): `until` gives up at once. */
+class GaveUp extends Error {}
+
 async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
   const deadline = Date.now() + ms;
   let last: unknown;
   for (;;) {
+    if (last instanceof GaveUp) throw last;
     try {
       const v = await fn();
       if (v !== undefined) return v;
@@ -63,7 +67,7 @@ t.test('the image: laid out from the Dockerfile, installed, started as its CMD',
   const other = process.env.IMAGE_TEST_DOCKERFILE;
   const dockerfile = other ? readFileSync(other, 'utf8') : undefined;
   const image = buildImage({ context: ROOT, out, dockerfile, baseEnv: { PATH: basePath(), HOME: process.env.HOME ?? '/root' }, cacheDir: LAYER_CACHE, note: (l) => t.comment(l) });
-  t.comment(`the run-time stage's files: ${(bytesUnder(image.root) / 1e6).toFixed(0)} MB (node_modules ${(bytesUnder(join(image.workdir, 'node_modules')) / 1e6).toFixed(0)} MB)${image.cached ? '; install layer cached' : ''}`);
+  t.comment(`the run-time stage's files: ${(bytesUnder(image.root) / 1e6).toFixed(0)} MB (node_modules ${(bytesUnder(join(image.workdir, 'node_modules')) / 1e6).toFixed(0)} MB)${image.cached ? '; install layer from the cache' : ''}`);
   t.equal(image.cmd[0], 'node', 'CMD runs node');
   t.ok(image.user !== null && !/^(root|0)(:|$)/.test(image.user), `as a user other than root (${image.user})`);
 
@@ -124,7 +128,7 @@ t.test('the image: laid out from the Dockerfile, installed, started as its CMD',
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = await until('the service listens', async () => {
-    if (child.exitCode !== null) throw new Error(`the service exited ${child.exitCode}:\n${log}`);
+    if (child.exitCode !== null) throw new GaveUp(`the service exited ${child.exitCode}`);
     return /plinth listening on (\S+)/.exec(log)?.[1];
   }, 120_000).catch((err: Error) => {
     throw new Error(`${err.message}\n${log}`);
