@@ -1,1 +1,2 @@
--- Enter migration here
+-- core: public.demo_items only where POST /api/demo is used
+--!include core/demo_on_demand.sql
