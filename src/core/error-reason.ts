@@ -31,7 +31,11 @@ export function reasonOf(appErr: AppError, err: unknown): Record<string, string>
   if (cause === undefined || cause === null || typeof cause !== 'object') {
     const column = text(appErr.internal?.column);
     const relation = text(appErr.internal?.relation);
-    return column !== undefined ? { reason: `no column ${column}${relation ? ` in ${relation}` : ''}` } : {};
+    const fn = text(appErr.internal?.function);
+    if (column !== undefined) return { reason: `no column ${column}${relation ? ` in ${relation}` : ''}` };
+    if (relation !== undefined) return { reason: `no table or view public.${relation} that REST serves (a new one is served a moment after its DDL commits)` };
+    if (fn !== undefined) return { reason: `no function public.${fn} that RPC serves (a new one is served a moment after its DDL commits; it needs grant execute)` };
+    return {};
   }
   const message = text(cause.message);
   if (message === undefined || message === appErr.publicMessage) return {};

@@ -34,7 +34,7 @@ function bindValues(values: readonly Value[], out: Param[]): void {
 /** Compile (or fetch from the catalog's cache) and bind one table operation. */
 export function prepareTable(cat: Catalog, req: TableRequest): Prepared {
   const rel = cat.relations.get(req.table);
-  if (rel === undefined) throw REST_ERRORS.relationNotFound();
+  if (rel === undefined) throw REST_ERRORS.relationNotFound(req.table);
   let q: ParsedQuery;
   try {
     q = parseQuery(req.query);

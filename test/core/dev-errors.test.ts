@@ -23,6 +23,7 @@ async function refusals(t: Test, dev: boolean) {
     wrongType: await app.call('GET', '/rest/v1/todo_errs?id=eq.abc', { apikey: app.anonKey }),
     notNull: await app.call('POST', '/rest/v1/todo_errs', { apikey: app.anonKey, body: { id: 1 } }),
     check: await app.call('POST', '/rest/v1/todo_errs', { apikey: app.anonKey, body: { id: 2, title: 't', n: 0 } }),
+    noTable: await app.call('GET', '/rest/v1/todo_nowhere', { apikey: app.anonKey }),
   };
   const lineOf = (r: { headers: Headers }) => lines.find((l) => l.request_id === r.headers.get('x-request-id') && typeof l.status === 'number' && l.status >= 400);
   return { cases, lineOf };
@@ -31,9 +32,12 @@ async function refusals(t: Test, dev: boolean) {
 t.test('development mode: the reason in words', async (t) => {
   const { cases, lineOf } = await refusals(t, true);
   for (const [name, r] of Object.entries(cases)) {
+    if (name === 'noTable') continue;
     t.equal(r.status, 400, `${name}: 400`);
     t.same(r.body, { error: 'invalid request' }, `${name}: the interface's message`);
   }
+  t.same([cases.noTable.status, cases.noTable.body], [404, { error: 'relation not found' }], 'an unknown table: 404 as ever');
+  t.match(lineOf(cases.noTable), { reason: /no table or view public\.todo_nowhere/ }, 'which table');
   t.match(lineOf(cases.patchWithoutFilter), { reason: /PATCH needs a filter/ }, 'a PATCH without a filter');
   t.match(lineOf(cases.wrongType), { reason: /PostgreSQL: invalid input syntax for type integer: "abc"/ }, 'a wrong type');
   t.match(lineOf(cases.notNull), { reason: /PostgreSQL: null value in column "title"/, column: 'title' }, 'a NOT NULL, with its column');
