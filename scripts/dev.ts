@@ -13,6 +13,8 @@ import { loadConfig } from '../src/core/config.ts';
 import { createLogger } from '../src/core/log.ts';
 import { runAllMigrations } from '../src/core/migrate.ts';
 import { startFlags } from './start-flags.ts';
+import { watchLogger } from './watch-log.ts';
+import { join, relative } from 'node:path';
 
 const dbs = await devDatabases();
 // graphile-worker's schema and the committed migrations first; watch then owns current.sql.
@@ -31,16 +33,18 @@ const env = {
   // Readable log lines for a developer's terminal, unless asked otherwise.
   LOG_FORMAT: process.env.LOG_FORMAT ?? 'pretty',
 };
-process.stdout.write(`DATABASE_URL=${dbs.url}\nwatching ${config.migrationsDir}/current.sql\n`);
-// The service prints only fingerprints when DATABASE_URL is set, as it is here; the
-// developer loop on the embedded database is a development start, so the keys are shown.
-if (config.databaseUrl === null) process.stdout.write(`ANON_KEY=${config.anonKey}\nSERVICE_ROLE_KEY=${config.serviceRoleKey}\n`);
+// The service's banner says the rest: the embedded DATABASE_URL (it knows the database is
+// the embedded one, src/core/embedded-url.ts), the keys in development mode, the dashboard.
+process.stdout.write(`watching ${config.migrationsDir}/current.sql\n`);
 
 const children: ChildProcess[] = [
   spawn(process.execPath, [...startFlags(), '--watch', '--watch-path=src', 'src/main.ts'], { stdio: 'inherit', env }),
 ];
 
-void watch(await chainSettings(dbs, false)).catch((err: unknown) => {
+// One readable line per save of current.sql (scripts/watch-log.ts), on the terminal.
+const current = relative(process.cwd(), join(config.migrationsDir, 'current.sql')) || 'current.sql';
+const logger = watchLogger(current, (line) => process.stdout.write(line + '\n'));
+void watch({ ...(await chainSettings(dbs, false)), logger }).catch((err: unknown) => {
   process.stderr.write(`migrations: ${err instanceof Error ? err.message : String(err)}\n`);
   void stop();
 });

@@ -14,7 +14,7 @@ import postgres from 'postgres';
 import { parseConfig } from '../src/core/config.ts';
 import { devDatabases } from './dev-env.ts';
 
-const TEMPLATE = (name: string) => `// Edge function "${name}": served by plinth at /functions/v1/${name} (see README, Functions).
+const TEMPLATE = (name: string) => `// Edge function "${name}": served by plinth at /functions/v1/${name} (see docs/api/functions.md).
 // The default export takes the request and returns the response; Deno's Web APIs are here.
 export default async (req: Request): Promise<Response> => {
   const input = req.method === 'POST' ? await req.json().catch(() => ({})) : {};

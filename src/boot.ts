@@ -19,6 +19,7 @@ import { runAllMigrations } from './core/migrate.ts';
 import { checkDatabase } from './core/preflight.ts';
 import { startService, type Service } from './service.ts';
 import { setupToken } from './dashboard/index.ts';
+import { isEmbeddedUrl } from './core/embedded-url.ts';
 import type { Embedded } from './core/embedded.ts';
 import type { Backups } from './core/backup.ts';
 
@@ -95,31 +96,32 @@ function fingerprint(key: string): string {
 }
 
 /**
- * The start-up lines on stdout. The keys themselves only at the embedded development
- * start (docs/operations.md: DATABASE_URL unset), where stdout is a developer's terminal; any
- * other start prints a fingerprint per key, since stdout is then usually a log collector
- * and the service-role key bypasses every policy for ten years.
+ * The start-up lines on stdout. The keys themselves and the dashboard's setup link (both
+ * credentials) in development mode (JWT_SECRET unset: its secret is a development one, and
+ * stdout a developer's terminal), whatever the database, and at a start on the embedded
+ * database; any other start prints a fingerprint per key, since stdout is then usually a log
+ * collector and the service-role key bypasses every policy for ten years: `npm run keys`
+ * prints them in the operator's terminal.
  */
 function banner(url: string, embeddedUrl: string | null, setupLinkToken: string | null): string[] {
-  const keys =
-    embeddedUrl !== null
-      ? [`ANON_KEY=${config.anonKey}`, `SERVICE_ROLE_KEY=${config.serviceRoleKey}`]
-      : [
-          `ANON_KEY sha256:${fingerprint(config.anonKey)}`,
-          `SERVICE_ROLE_KEY sha256:${fingerprint(config.serviceRoleKey)}`,
-          `(keys are not printed when DATABASE_URL is set; compare yours with: printf %s "$KEY" | sha256sum | cut -c1-8)`,
-        ];
+  const shown = config.devMode || embeddedUrl !== null;
+  const keys = shown
+    ? [`ANON_KEY=${config.anonKey}`, `SERVICE_ROLE_KEY=${config.serviceRoleKey}`]
+    : [
+        `ANON_KEY sha256:${fingerprint(config.anonKey)}`,
+        `SERVICE_ROLE_KEY sha256:${fingerprint(config.serviceRoleKey)}`,
+        `(keys are not printed when JWT_SECRET is set: \`npm run keys\` prints them; compare yours with: printf %s "$KEY" | sha256sum | cut -c1-8)`,
+      ];
   return [
     `plinth listening on ${url}`,
     ...(embeddedUrl !== null ? [`DATABASE_URL=${embeddedUrl}  (embedded PostgreSQL, data in ${config.dataDir})`] : []),
     ...keys,
     `allowed origins (CORS and WebSockets): ${originsFor(config).describe()}`,
     ...(config.dashboardEnabled ? [`dashboard: ${url}/_/`] : []),
-    // The link is a credential, printed where the keys are (see above); elsewhere, how to get in.
     ...(setupLinkToken !== null
-      ? embeddedUrl !== null
+      ? shown
         ? [`no dashboard admin yet: create one within the hour at ${url}/_/#/setup?token=${setupLinkToken}  (single use)`]
-        : ['no dashboard admin yet: sign in to the dashboard with the service-role key, or create a service_role account (POST /auth/v1/admin/users)']
+        : ['no dashboard admin yet: sign in to the dashboard with the service-role key (`npm run keys` prints it), or create a service_role account with it (POST /auth/v1/admin/users)']
       : []),
     ...(config.devMode ? [`development mode: JWT_SECRET is unset; a generated secret is kept in ${config.dataDir}`] : []),
   ];
@@ -167,7 +169,9 @@ try {
     });
   }
   const setup = config.dashboardEnabled ? await setupToken(service.db).catch(() => null) : null;
-  process.stdout.write(banner(service.url, embedded ? databaseUrl : null, setup).join('\n') + '\n');
+  // `npm run dev` hands the service the embedded database it started (src/core/embedded-url.ts).
+  const local = embedded !== null || isEmbeddedUrl(config.databaseUrl, config.dataDir) ? databaseUrl : null;
+  process.stdout.write(banner(service.url, local, setup).join('\n') + '\n');
   // Node writes the compile cache at exit; written now, a service that is killed rather than
   // stopped starts from it next time too (what loads later is written at exit).
   flushCompileCache();

@@ -617,7 +617,8 @@ export function parseConfig(env: Env = process.env): Config {
     imageMaxPixels: int(env, 'IMAGE_MAX_PIXELS', 25_000_000, 1, 1_000_000_000),
     imageRenderConcurrency: int(env, 'IMAGE_RENDER_CONCURRENCY', 1, 1, 64),
     s3: s3Config(env, storageBackend === 's3' ? 'STORAGE_BACKEND=s3' : str(env, 'BACKUP_S3_PREFIX') !== undefined ? 'BACKUP_S3_PREFIX is set' : null),
-    enableSqlEndpoint: bool(env, 'ENABLE_SQL_ENDPOINT', false),
+    // On in development mode: the dashboard's SQL view is how a machine with only Node runs SQL.
+    enableSqlEndpoint: bool(env, 'ENABLE_SQL_ENDPOINT', jwtSecret === null),
     enableDemoEndpoint: bool(env, 'ENABLE_DEMO_ENDPOINT', false),
     dashboardEnabled: bool(env, 'DASHBOARD_ENABLED', true),
     requireAuthenticatedWs: bool(env, 'REQUIRE_AUTHENTICATED_WS', false),
@@ -670,7 +671,8 @@ export function parseConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10000, 0),
     logLevel,
     logFormat: logFormat(env),
-    shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 5000, 0),
+    // Development mode has no load balancer to tell: Ctrl-C stops at once.
+    shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', jwtSecret === null ? 0 : 5000, 0),
     requestLogSize: int(env, 'REQUEST_LOG_SIZE', 1000, 0, 1_000_000),
     metricsPort: str(env, 'METRICS_PORT') === undefined ? null : int(env, 'METRICS_PORT', 0, 0, 65535),
     backupDir: backupDir(env, databaseUrl),

@@ -30,6 +30,8 @@ export const ERRORS = {
   bodyTooLarge: () => new AppError(413, 'request body too large'),
   notFound: () => new AppError(404, 'not found'),
   invalidRequest: (cause?: unknown) => new AppError(400, 'invalid request', { cause }),
+  /** 400 `invalid request` whose log line says why (`reason`: plinth's words, never a value of the request's). */
+  invalidRequestBecause: (reason: string) => new AppError(400, 'invalid request', { internal: { reason } }),
   missingCredentials: () => new AppError(401, 'missing credentials'),
   invalidToken: () => new AppError(401, 'invalid or expired token'),
   serviceRoleRequired: () => new AppError(403, 'service role required'),

@@ -16,6 +16,7 @@ import type { Metrics } from './metrics.ts';
 import { randomUUID } from 'node:crypto';
 import { originsFor } from './origins.ts';
 import { AppError, ERRORS, isBusyError, isConnectionError, pgErrorToAppError } from './errors.ts';
+import { reasonOf } from './error-reason.ts';
 
 // node:http from process.getBuiltinModule, not an ESM import: that import reads every export,
 // and reading http.WebSocket loads Node's bundled undici (about 3 MB of heap, unused here).
@@ -350,7 +351,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger, observers?: Reques
     if (reply.raw.writableEnded) return reply;
     const appErr = toAppError(err);
     if (observers && (appErr.cause as { code?: unknown } | undefined)?.code === '57014') observers.metrics.dbStatementTimeouts.inc();
-    logError(req, reply, appErr, err, state.closing);
+    logError(req, reply, appErr, err, state.closing, config.devMode);
     return sendError(reply, appErr);
   });
 
@@ -445,12 +446,14 @@ export function refusalHint(req: FastifyRequest, appErr: AppError): Record<strin
  * cannot flood the log with traces. A database error (raised exception, lost connection)
  * is logged with its SQLSTATE and message but no driver stack; only errors of plinth's own
  * code carry a stack. The URL is not logged (it may be 16 KB of anything): the route is.
+ * In development mode a 4xx line also says why, in words (`reason`, src/core/error-reason.ts).
  */
-function logError(req: FastifyRequest, reply: FastifyReply, appErr: AppError, err: unknown, closing: boolean): void {
+function logError(req: FastifyRequest, reply: FastifyReply, appErr: AppError, err: unknown, closing: boolean, devMode: boolean): void {
   const route = req.routeOptions.url;
   const base = { status: appErr.status, method: req.method, route, ...appErr.internal };
   if (appErr.status < 500) {
-    req.log.info({ ...base, ...refusalHint(req, appErr) }, appErr.publicMessage);
+    // In development mode, the reason in words (src/core/error-reason.ts).
+    req.log.info({ ...base, ...refusalHint(req, appErr), ...(devMode ? reasonOf(appErr, err) : {}) }, appErr.publicMessage);
     return;
   }
   const cause = (appErr.cause ?? err) as { code?: unknown; message?: unknown } | null;

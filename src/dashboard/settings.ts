@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import type { Deps } from '../core/area.ts';
 import { originsFor } from '../core/origins.ts';
+import { isEmbeddedUrl } from '../core/embedded-url.ts';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -36,7 +37,7 @@ export async function settings({ config, db }: Deps): Promise<Record<string, unk
       authenticated_websockets_only: config.requireAuthenticatedWs,
     },
     back_ends: {
-      database: config.databaseUrl === null ? 'embedded' : 'external',
+      database: config.databaseUrl === null || isEmbeddedUrl(config.databaseUrl, config.dataDir) ? 'embedded' : 'external',
       storage: config.storageBackend,
       functions: config.edgeRuntimeUrl === null ? 'bundled Deno runtime' : 'external runtime',
     },

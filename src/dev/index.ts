@@ -58,12 +58,19 @@ export const devArea: Area = {
     }
 
     if (config.enableDemoEndpoint || config.serviceRoleKeyExplicit) {
+      // public.demo_items exists only where this endpoint is used: made at its first call.
+      let demoTable: Promise<unknown> | null = null;
       app.post<{ Body: DemoBody }>('/api/demo', { schema: { body: demoSchema }, onRequest: credentials.requireRole('service_role') }, async (req, reply) => {
         const { action, id, title } = req.body ?? ({} as DemoBody);
         if (req.body === undefined) throw ERRORS.invalidBody();
         if (action !== 'insert' && id === undefined) throw ERRORS.invalidBody();
         let rows: { row: string }[];
         try {
+          demoTable ??= db.sql`select plinth_private.ensure_demo_items()`.catch((err: unknown) => {
+            demoTable = null;
+            throw err;
+          });
+          await demoTable;
           // The row leaves as JSON built by PostgreSQL (bigint ids stay numbers).
           rows =
             action === 'insert'

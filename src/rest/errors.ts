@@ -11,8 +11,9 @@ export const MSG = {
 } as const;
 
 export const REST_ERRORS = {
-  relationNotFound: () => new AppError(404, MSG.relationNotFound),
-  functionNotFound: () => new AppError(404, MSG.functionNotFound),
+  /** The name (at most an identifier's 63 characters) goes to the log line only. */
+  relationNotFound: (relation?: string) => new AppError(404, MSG.relationNotFound, relation === undefined ? {} : { internal: { relation: relation.slice(0, 63) } }),
+  functionNotFound: (fn?: string) => new AppError(404, MSG.functionNotFound, fn === undefined ? {} : { internal: { function: fn.slice(0, 63) } }),
   unknownColumn: (column?: string, relation?: string) => new AppError(400, MSG.unknownColumn, { internal: { column, relation } }),
   invalidEmbed: () => new AppError(400, INVALID_EMBED),
   /** Several relationships fit an embed: the message names the hints that pick one. */

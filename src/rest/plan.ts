@@ -114,7 +114,7 @@ function tableTree(cat: Catalog, rel: Relation, method: Method, q: ParsedQuery, 
 /** A request to /rest/v1/{table} (or a batch's operation on one). */
 export function planTable(cat: Catalog, req: TableRequest): Planned {
   const rel = cat.relations.get(req.table);
-  if (rel === undefined) throw REST_ERRORS.relationNotFound();
+  if (rel === undefined) throw REST_ERRORS.relationNotFound(req.table);
   if (isRefused(req.query)) throw req.query.refused;
   const ranged = req.method === 'GET' && req.range !== null;
   const q = ranged ? withRange(req.query, req.range) : req.query;
@@ -135,8 +135,8 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
   if (req.method === 'PATCH' || req.method === 'DELETE') {
     // A filter is required (docs/api/rest.md), and paging a write is refused
     // rather than silently ignored.
-    if (q.filters.length === 0 && q.logic.length === 0) throw ERRORS.invalidRequest();
-    if (q.limit !== null || q.offset !== null) throw ERRORS.invalidRequest();
+    if (q.filters.length === 0 && q.logic.length === 0) throw ERRORS.invalidRequestBecause(`${req.method} needs a filter (such as ?id=eq.1): it would change every row`);
+    if (q.limit !== null || q.offset !== null) throw ERRORS.invalidRequestBecause(`${req.method} takes no limit or offset`);
   }
   if (req.method !== 'POST') checkFilters(rel, q);
 

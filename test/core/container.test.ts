@@ -52,6 +52,12 @@ t.test('Dockerfile', async (t) => {
   const health = runtime.find((i) => i.op === 'HEALTHCHECK');
   t.match(health?.args, /\/ready/, 'a health check on readiness');
   t.ok(runtime.some((i) => i.op === 'COPY' && /--from=/.test(i.args)), 'dependencies copied from the build stage');
+  // What test/core/image.test.ts proves by installing and running, checked here at a glance.
+  const install = build.findIndex((i) => i.op === 'RUN' && /npm ci\b/.test(i.args));
+  t.ok(build.slice(0, install).some((i) => i.op === 'COPY' && /^patches\s/.test(i.args)), 'patches/ is copied before npm ci (its postinstall applies them)');
+  for (const dir of ['package.json', 'src', 'sql', 'dashboard']) {
+    t.ok(runtime.some((i) => i.op === 'COPY' && !i.args.includes('--from=') && i.args.split(/\s+/)[0] === dir), `${dir} is in the run-time stage`);
+  }
 });
 
 t.test('docker-compose.yml', async (t) => {

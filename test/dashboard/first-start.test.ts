@@ -46,8 +46,8 @@ if (missing) {
     chmodSync(outer, 0o711);
     t.teardown(() => rmSync(outer, { recursive: true, force: true }));
     const port = await freePort();
-    // What a newcomer's shell holds: no DATABASE_URL, no secret. ENABLE_SQL_ENDPOINT for the SQL view.
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: join(outer, 'data'), PORT: String(port), ENABLE_SQL_ENDPOINT: 'true' };
+    // What a newcomer's shell holds: no DATABASE_URL, no secret (development mode: the SQL view is on).
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: join(outer, 'data'), PORT: String(port) };
     const child = spawn('npm', ['start'], { cwd: CHECKOUT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));

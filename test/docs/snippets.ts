@@ -5,7 +5,8 @@
  * A block's info string is its language, then words of this harness (rendered Markdown shows
  * neither, so they cost the reader nothing):
  *
- *   ```sql                  run as the database owner, as one simple-protocol query
+ *   ```sql                  run as the database owner, as one simple-protocol query (or by
+ *                           RunOptions.sql: the way the document tells its reader to)
  *   ```sh                   run by bash (`set -eo pipefail`) in a scratch folder; what it
  *                           `export`s carries over to the later sh and js blocks
  *   ```js                   run as an ES module by Node in the scratch folder, with the
@@ -173,6 +174,8 @@ export interface RunOptions {
   dir: string;
   /** The document's name, for messages. */
   name: string;
+  /** Runs a sql block (default: the test database's owner connection, simple protocol). */
+  sql?: (text: string) => Promise<void>;
 }
 
 const RETRY_MS = 30_000;
@@ -274,7 +277,8 @@ export async function runDocument(t: Test, markdown: string, o: RunOptions): Pro
     }
     switch (b.lang) {
       case 'sql': {
-        await app.db.sql.unsafe(b.text).simple();
+        if (o.sql) await o.sql(b.text);
+        else await app.db.sql.unsafe(b.text).simple();
         t.ok(true, `${where}: the SQL runs`);
         break;
       }

@@ -55,7 +55,7 @@ t.test('npm start serves functions/hello/index.ts from the bundled Deno', { time
   t.teardown(() => void child.kill('SIGKILL'));
 
   t.ok(await waitFor(() => /SERVICE_ROLE_KEY\b.*\n/.test(out), 60_000, 100), 'started, banner printed');
-  // With DATABASE_URL set the banner shows fingerprints only: the anon key derives from the secret kept in DATA_DIR.
+  // The anon key derives from the development secret kept in DATA_DIR (npm run keys prints it too).
   const anonKey = (await loadConfig({ DATA_DIR: join(project, '.data') })).anonKey;
   let res: Response | null = null;
   t.ok(

@@ -77,7 +77,7 @@ export function hasResultColumns(cat: Catalog, name: string): boolean {
  */
 export function resolveFunction(cat: Catalog, name: string, given: readonly string[], post: boolean): { fn: Func; wholeBody: boolean } {
   const overloads = cat.functions.get(name);
-  if (overloads === undefined) throw REST_ERRORS.functionNotFound();
+  if (overloads === undefined) throw REST_ERRORS.functionNotFound(name);
   const givenSet = new Set(given);
   const matches: Func[] = [];
   for (const fn of overloads) {
