@@ -1,4 +1,1 @@
--- core: public.demo_items only where POST /api/demo is used
---!include core/demo_on_demand.sql
--- core: the SQL view (plinth_sql, where it exists) may reference auth.users(id)
---!include core/sql_view_references.sql
+-- Enter migration here
