@@ -13,6 +13,7 @@ import { runBatch, type BatchOperation } from './batch.ts';
 import { FunctionsClient } from './functions.ts';
 import { createHttp, type Fetch, type Http } from './http.ts';
 import { LiveQuery, type LiveOptions } from './live.ts';
+import { RealtimeChannel, RealtimeSocket, type ChannelOptions } from './realtime.ts';
 import { StorageClient } from './storage.ts';
 
 export { PlinthError, type Result } from './http.ts';
@@ -41,6 +42,7 @@ export {
   type TransformOptions,
   type UploadOptions,
 } from './storage.ts';
+export { RealtimeChannel, type ChannelOptions, type ChannelStatus, type PostgresChange } from './realtime.ts';
 export { LiveQuery, ResultSet, SeqTracker, type LiveOptions, type LiveStatus, type PresenceMap, type Row, type WebSocketLike } from './live.ts';
 
 export interface ClientOptions {
@@ -76,6 +78,7 @@ export class PlinthClient {
   private readonly http: Http;
   private readonly rest: PostgrestClient;
   private readonly lives = new Set<LiveQuery>();
+  private readonly realtime: RealtimeSocket;
 
   constructor(url: string, anonKey: string, options: ClientOptions = {}) {
     if (!url) throw new TypeError('createClient: url is required');
@@ -115,7 +118,10 @@ export class PlinthClient {
       return postgrestErrors(await baseFetch(input, { ...init, headers: h }));
     };
     this.rest = new PostgrestClient(`${this.url}/rest/v1`, { fetch: restFetch });
+    this.realtime = new RealtimeSocket({ url: this.url, anonKey, getToken: () => this.auth.getAccessToken() });
     auth.onAuthStateChange((event) => {
+      // Every joined channel gets the new token (its table subscriptions follow the new identity).
+      if (event === 'SIGNED_IN' || event === 'SIGNED_OUT' || event === 'TOKEN_REFRESHED') void this.realtime.setAuth();
       if (event === 'SIGNED_IN' || event === 'SIGNED_OUT') for (const l of this.lives) l.reconnect();
       // The open sockets get the fresh token before the old one expires (the server closes them at its exp).
       if (event === 'TOKEN_REFRESHED') for (const l of this.lives) void l.reauthenticate();
@@ -135,6 +141,20 @@ export class PlinthClient {
   /** POST /rest/v1/batch; build `{{op.field}}` templates with `ref(op, field)`. */
   batch(operations: BatchOperation[], options: { atomic?: boolean } = {}) {
     return runBatch(this.http, operations, options);
+  }
+
+  /**
+   * A channel of `/realtime/v1` in supabase-js's shape: table changes under RLS
+   * (`on('postgres_changes', {event, schema, table, filter}, cb)`), broadcast and presence;
+   * `subscribe()` joins it (docs/api/realtime.md).
+   */
+  channel(name: string, options: ChannelOptions = {}): RealtimeChannel {
+    return new RealtimeChannel(this.realtime, name, options);
+  }
+
+  /** Leaves a channel. */
+  removeChannel(channel: RealtimeChannel): Promise<string> {
+    return channel.unsubscribe();
   }
 
   /** A live query registered with `live.subscribe(queryId, …)`; see LiveQuery. */

@@ -150,6 +150,10 @@ export interface Config {
   liveMaxGroups: number;
   /** LIVE_MAX_ROWS: rows per live-query result (per group). */
   liveMaxRows: number;
+  /** REALTIME_MAX_SUBSCRIPTIONS: table subscriptions (postgres_changes) per socket of /realtime/v1. */
+  realtimeMaxSubscriptions: number;
+  /** REALTIME_MAX_FILTERS: conditions in one table subscription's filter. */
+  realtimeMaxFilters: number;
   dbPoolSize: number;
   /** DB_POOL_IDLE_MS: a request connection idle this long is closed. */
   dbPoolIdleMs: number;
@@ -658,6 +662,8 @@ export function parseConfig(env: Env = process.env): Config {
     liveRerunMaxMs: int(env, 'LIVE_RERUN_MAX_MS', 20, 1, 60_000),
     liveMaxGroups: int(env, 'LIVE_MAX_GROUPS', 10_000, 1, 1_000_000),
     liveMaxRows: int(env, 'LIVE_MAX_ROWS', 10_000, 1, 10_000_000),
+    realtimeMaxSubscriptions: int(env, 'REALTIME_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
+    realtimeMaxFilters: int(env, 'REALTIME_MAX_FILTERS', 10, 1, 1000),
     liveChannel,
     dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
     databaseReadUrls: Object.freeze(databaseReadUrls),

@@ -38,6 +38,8 @@ import { clientIp, sendJsonText } from '../core/http.ts';
 import { Hub, routeOfGroup, type Client } from './hub.ts';
 import * as q from './db.ts';
 import { Poller, runAs } from './poller.ts';
+import type { LiveTap } from './tap.ts';
+import { registerRealtime } from './realtime/service.ts';
 
 /** Seconds without a heartbeat after which an instance and its clients' presence expire. */
 export const INSTANCE_TTL = 5;
@@ -126,6 +128,7 @@ function cookie(req: FastifyRequest, name: string): string | undefined {
 
 export class LiveService {
   readonly hub: Hub;
+  readonly taps: LiveTap[] = [];
   readonly instanceId: string;
   readonly bcChannel: string;
   private readonly deps: Deps;
@@ -282,6 +285,7 @@ export class LiveService {
       for (const c of this.hub.channels.get(msg.query_id) ?? []) c.ws.close(1000, 'subscription removed');
       return;
     }
+    if (route !== null && this.taps.some((tap) => tap.groupMessage(route, msg))) return;
     if (msg.type === 'error' && route !== null) {
       // The group went (its role may no longer read the query, or its result is too large).
       for (const c of this.hub.routes.get(route) ?? []) {
@@ -312,7 +316,9 @@ export class LiveService {
     } catch {
       return;
     }
-    if (typeof ev.channel !== 'string' || !this.hub.channels.has(ev.channel)) return;
+    if (typeof ev.channel !== 'string') return;
+    for (const tap of this.taps) tap.event(ev.channel, ev.msg);
+    if (!this.hub.channels.has(ev.channel)) return;
     this.deps.metrics.liveBroadcasts.inc(this.hub.channels.get(ev.channel)!.size);
     this.hub.fanout(ev.channel, JSON.stringify(ev.msg));
   }
@@ -411,6 +417,7 @@ export class LiveService {
     for (const [route, clients] of this.hub.routes) {
       if (route.charCodeAt(0) === 1 && clients.size > 0) ids.add(route.slice(1));
     }
+    for (const tap of this.taps) for (const id of tap.groupIds()) ids.add(id);
     const stale = Date.now() - 10_000;
     for (const [id, at] of this.pendingGroups) {
       if (at < stale) this.pendingGroups.delete(id);
@@ -649,6 +656,7 @@ export class LiveService {
 
   /** Shutdown, first step (before the HTTP server closes): every socket gets 1012 (service restart: reconnect, elsewhere). */
   async closeSockets(): Promise<void> {
+    await Promise.all(this.taps.map((tap) => tap.closeSockets()));
     const clients = this.hub.all();
     if (clients.length === 0) return;
     await new Promise<void>((resolve) => {
@@ -725,6 +733,8 @@ export const liveArea: Area = {
         svc.connect(socket, req.params.query_id, admission);
       },
     });
+
+    registerRealtime(app, svc, deps, INSTANCE_TTL);
 
     app.get<{ Params: { channel: string } }>('/ws/_presence/:channel', async (req, reply) => {
       await svc.admit(req, req.params.channel, false);

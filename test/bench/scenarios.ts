@@ -10,6 +10,7 @@ import { WEBHOOK_SCENARIOS } from './webhooks.ts';
 import { JOB_SCENARIOS } from './jobs.ts';
 import { FUNCTION_SCENARIOS } from './functions.ts';
 import { LIVE_SCENARIOS } from './live.ts';
+import { REALTIME_SCENARIOS } from './realtime.ts';
 import { STORAGE_SCENARIOS } from './storage.ts';
 import { STORAGE_EXTRA_SCENARIOS } from './storage-extra.ts';
 import { RENDER_LOAD_SCENARIOS } from './render-load.ts';
@@ -288,6 +289,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
   ...FUNCTION_SCENARIOS,
   ...FUNCTIONS_PROXY_SCENARIOS,
   ...LIVE_SCENARIOS,
+  ...REALTIME_SCENARIOS,
   ...STORAGE_SCENARIOS,
   ...STORAGE_EXTRA_SCENARIOS,
   ...RENDER_LOAD_SCENARIOS,
@@ -300,4 +302,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-get-by-key-db-limit', 'rest-get-beside-slow', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'functions-proxy', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'live-per-subscriber', 'broadcast-fanout', 'live-write-cost', 'live-write-cost-rerun', 'storage-upload', 'storage-download', 'storage-upload-database', 'storage-download-database', 'storage-resumable', 'storage-thumbnail', 'storage-render-load', 'metrics-scrape', 'otel-idle', 'idle-rss'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-get-by-key-db-limit', 'rest-get-beside-slow', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'functions-proxy', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'live-per-subscriber', 'broadcast-fanout', 'live-write-cost', 'live-write-cost-rerun', 'realtime-changes', 'realtime-write-cost', 'storage-upload', 'storage-download', 'storage-upload-database', 'storage-download-database', 'storage-resumable', 'storage-thumbnail', 'storage-render-load', 'metrics-scrape', 'otel-idle', 'idle-rss'];

@@ -1,0 +1,63 @@
+-- Table subscriptions (realtime.sql): the join's refusals, what a writer queues (only while
+-- a group listens), and what each group's statement keeps under RLS.
+begin;
+select plan(16);
+
+create table public.rt (id int primary key, owner uuid, n int not null default 0);
+alter table public.rt enable row level security;
+create policy own on public.rt for select to authenticated using (owner = auth.uid());
+grant select on public.rt to authenticated, anon;
+create table public.hidden (id int primary key);
+revoke all on public.hidden from anon, authenticated;
+
+select is((select error from live_private.realtime_join(gen_random_uuid(), 'nope', 'anon', '{"role": "anon"}')), 'not found', 'a table that does not exist');
+select is((select error from live_private.realtime_join(gen_random_uuid(), 'hidden', 'anon', '{"role": "anon"}')), 'permission denied', 'a table the role may not read');
+select is((select count(*) from pg_trigger where tgrelid = 'public.rt'::regclass), 0::bigint, 'no trigger before a subscription');
+
+create temp table j as
+  select * from live_private.realtime_join('00000000-0000-0000-0000-00000000000a', 'rt', 'authenticated',
+                                           '{"role": "authenticated", "sub": "00000000-0000-4000-8000-000000000001", "exp": 1}');
+select is((select pk from j), array['id'], 'the primary key comes back');
+select is((select cols from j), array['id', 'n', 'owner'], 'and the columns');
+select is((select count(*) from pg_trigger where tgrelid = 'public.rt'::regclass), 4::bigint, 'the first join installs the triggers');
+select is((select mode from live_private.subscriptions where query_id = (select query_id from j)), 'changes', 'one internal subscription of mode changes');
+select is((select claims from live_private.groups where id = (select group_id from j)),
+          '{"role": "authenticated", "sub": "00000000-0000-4000-8000-000000000001"}'::jsonb, 'the group keeps the claims its policies observe');
+select is((select group_id from live_private.realtime_join('00000000-0000-0000-0000-00000000000b', 'rt', 'authenticated',
+          '{"role": "authenticated", "sub": "00000000-0000-4000-8000-000000000001", "exp": 2}')), (select group_id from j), 'an equal role and claims join the same group');
+
+insert into public.rt values (1, '00000000-0000-4000-8000-000000000001', 1), (2, '00000000-0000-4000-8000-000000000002', 2);
+update public.rt set n = 10 where id = 1;
+delete from public.rt where id = 2;
+select is((select jsonb_agg(e ->> 't' order by c.id, e ->> 't') from live_private.changes c, jsonb_array_elements(c.ins) e),
+          '["INSERT", "INSERT", "UPDATE", "DELETE"]'::jsonb, 'each row change is queued with its kind');
+select is((select e -> 'old' ->> 'n' from live_private.changes c, jsonb_array_elements(c.ins) e where e ->> 't' = 'UPDATE'), '1', 'an UPDATE carries its old row, paired by key');
+
+-- What the group's statement keeps, as its role with its claims.
+create temp table queued as select jsonb_agg(e order by c.id) as all_changes from live_private.changes c, jsonb_array_elements(c.ins) e;
+grant select on queued to authenticated, anon;
+create temp table stmt as select live_private.realtime_sql('public.rt'::regclass, 'authenticated') as q, live_private.realtime_sql('public.rt'::regclass, 'anon') as qa;
+create function pg_temp.run(q text, role text, claims text) returns jsonb language plpgsql as $$
+declare r jsonb;
+begin
+  perform set_config('request.jwt.claims', claims, true);
+  execute format('set local role %I', role);
+  execute format('prepare rt_stmt(text, text) as %s', q);
+  execute format('execute rt_stmt(%L, %L)', (select all_changes::text from queued), '[]') into r;
+  deallocate rt_stmt;
+  reset role;
+  return r;
+end $$;
+select is((select jsonb_agg(jsonb_build_array(x ->> 't', x -> 'new' ->> 'id')) from jsonb_array_elements(pg_temp.run((select q from stmt), 'authenticated', '{"role": "authenticated", "sub": "00000000-0000-4000-8000-000000000001"}')) x),
+          '[["INSERT", "1"], ["UPDATE", "1"]]'::jsonb, 'user 1 keeps the changes of its own row only');
+select is((select jsonb_agg(jsonb_build_array(x ->> 't', case when x ->> 't' = 'DELETE' then x -> 'old' else x -> 'new' end ->> 'id')) from jsonb_array_elements(pg_temp.run((select q from stmt), 'authenticated', '{"role": "authenticated", "sub": "00000000-0000-4000-8000-000000000002"}')) x),
+          '[["INSERT", "2"], ["DELETE", "2"]]'::jsonb, 'user 2 its own, and the delete of its row');
+select is(pg_temp.run((select qa from stmt), 'anon', '{"role": "anon"}'), '[]'::jsonb, 'anon none: no policy lets it read');
+update public.rt set owner = '00000000-0000-4000-8000-000000000002' where id = 1;
+select is((select count(*) from live_private.changes c, jsonb_array_elements(c.ins) e where e ->> 't' = 'UPDATE'), 2::bigint, 'the move of a row is queued');
+delete from live_private.groups where query_id = (select query_id from j);
+insert into public.rt values (3, null, 0);
+select is((select count(*) from live_private.changes c, jsonb_array_elements(c.ins) e where e -> 'new' ->> 'id' = '3'), 0::bigint, 'with no group listening, nothing is queued');
+
+select * from finish();
+rollback;
