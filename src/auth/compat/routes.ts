@@ -152,8 +152,9 @@ export function registerSupabaseCompat(app: FastifyInstance, deps: Deps): void {
   };
 
   /** Sessions and users leave in GoTrue's shape. */
-  const reshape = async (_req: FastifyRequest, _reply: FastifyReply, payload: unknown): Promise<unknown> => {
+  const reshape = async (_req: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> => {
     if (!isPlainObject(payload) || typeof payload.id !== 'string' && !isPlainObject(payload.user)) return payload;
+    if (reply.statusCode === 201) reply.code(200); // GoTrue's sign-ups answer 200
     if (typeof payload.access_token === 'string' && isPlainObject(payload.user)) return compatSession(deps, payload as unknown as Session);
     if (typeof payload.id === 'string' && UUID.test(payload.id) && 'user_metadata' in payload) return (await compatUser(sql, payload.id)) ?? payload;
     return payload;
