@@ -217,6 +217,27 @@ t.test('supabase-js against SUPABASE_COMPAT=true', async (t) => {
     t.equal(bad.error?.code, 'mfa_verification_failed');
   });
 
+  t.test('REST errors as postgrest-js reads them', async (t) => {
+    await app.db.sql.unsafe(`create table public.pets (id int primary key, name text unique not null);
+      grant select, insert on public.pets to anon, authenticated; insert into public.pets values (1, 'Rex');`).simple();
+    t.equal((await app.call('POST', '/api/catalog/refresh', { token: app.serviceKey })).status, 200);
+    const sb = client();
+    const one = await sb.from('pets').select('id, name').eq('id', 1).single();
+    t.same([one.error, one.data], [null, { id: 1, name: 'Rex' }], '.single() with one row');
+    const none = await sb.from('pets').select('id').eq('id', 99).single();
+    t.equal(none.error?.code, 'PGRST116', '.single() with no row: PGRST116');
+    t.equal(none.status, 406);
+    const maybe = await sb.from('pets').select('id').eq('id', 99).maybeSingle();
+    t.same([maybe.error, maybe.data], [null, null], '.maybeSingle() with no row');
+    const dup = await sb.from('pets').insert({ id: 2, name: 'Rex' });
+    t.equal(dup.error?.code, '23505', 'a duplicate: 23505');
+    t.notMatch(JSON.stringify(dup.error), /Rex/, 'no value of the row in the error');
+    const col = await sb.from('pets').insert({ id: 3, nope: 1 });
+    t.equal(col.error?.code, 'PGRST204', 'an unknown column: PGRST204');
+    const denied = await sb.from('secret_pets_that_do_not_exist').select();
+    t.equal(denied.error?.code, 'PGRST205', 'an unknown table: PGRST205');
+  });
+
   t.test('storage and functions', async (t) => {
     const admin = createClient(app.url, app.serviceKey, { auth: { persistSession: false, autoRefreshToken: false } });
     t.equal((await admin.storage.createBucket('docs', { public: false })).error, null, 'createBucket');
