@@ -68,7 +68,7 @@ const GOTRUE: Record<string, GoTrueError> = {
 function gotrueCode(err: AppError): string {
   const m = err.publicMessage;
   if (m.startsWith('password must be')) return 'weak_password';
-  if (m.includes('(aal2)')) return 'insufficient_aal';
+  if (m.includes('(aal2)') || m === 'insufficient_aal') return 'insufficient_aal'; // the latter: main's new aal2 rule for email and password changes
   if (m.includes('redirect')) return 'validation_failed';
   if (err.status === 404) return 'not_found';
   if (err.status === 429) return 'over_request_rate_limit';
