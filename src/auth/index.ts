@@ -13,6 +13,7 @@ import { purgeAuditLog, purgeExpired } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
+import { registerSupabaseCompat } from './compat/routes.ts';
 import { registerAdminSessionRoutes } from './admin-sessions.ts';
 import { registerOAuthRoutes } from './oauth/index.ts';
 
@@ -28,6 +29,8 @@ export const authArea: Area = {
   async register(app, deps) {
     // Make the dummy hash now, so the first sign-in with an unknown address costs no more than any other.
     void dummyHash();
+    // SUPABASE_COMPAT: first, so that its onRoute hook sees the interface's routes.
+    if (deps.config.supabaseCompat) registerSupabaseCompat(app, deps);
     registerAuthRoutes(app, deps);
     registerAdminSessionRoutes(app, deps);
     registerOAuthRoutes(app, deps);

@@ -29,6 +29,7 @@ import type { Task } from 'graphile-worker';
 import type { RuntimeConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
 import { unseal } from './tokens.ts';
+import { composeCompatEmail, isCompatFields } from './compat/mail.ts';
 
 /** The emails that carry a one-time token. */
 export type EmailKind = 'verification' | 'recovery' | 'magic_link';
@@ -37,6 +38,8 @@ export interface EmailPayload {
   kind: EmailKind;
   to: string;
   sealed_token: string;
+  /** SUPABASE_COMPAT only: the code and redirect of a GoTrue-shaped mail (compat/mail.ts). */
+  compat?: unknown;
 }
 
 /** A request for an unknown or limited address: the same work, nothing sent. */
@@ -158,7 +161,9 @@ export function sendEmailTask(config: RuntimeConfig, log: Logger): Task {
         log.error({ err, job: helpers.job.id, kind: payload.kind }, 'auth__send_email: token cannot be unsealed; dropped');
         return;
       }
-      email = composeEmail(config, payload.kind, token);
+      email = isCompatFields(payload.compat)
+        ? composeCompatEmail(config, token, unseal(config.secret, payload.compat.sealed_code), payload.compat)
+        : composeEmail(config, payload.kind, token);
     }
     if (config.smtpUrl === null) {
       if (config.devMode) log.info({ email: { to: payload.to, subject: email.subject, body: email.text } }, 'email (SMTP_URL unset, not sent)');

@@ -55,6 +55,10 @@ export interface Config {
   anonymousRole: string;
   requireEmailVerification: boolean;
   allowAnonymousSignin: boolean;
+  /** SUPABASE_COMPAT: answer what supabase-js sends, in GoTrue's and PostgREST's shapes (docs/api/supabase.md). */
+  supabaseCompat: boolean;
+  /** ADDITIONAL_REDIRECT_URLS: under SUPABASE_COMPAT, the `redirect_to` targets allowed besides SITE_URL (GoTrue's globs). */
+  additionalRedirectUrls: readonly string[];
   authRateLimit: number;
   anonymousRateLimit: number;
   /** MAIL_RATE_LIMIT_PER_HOUR: recovery and magic-link mails per address in any hour; 0 disables. */
@@ -604,6 +608,8 @@ export function parseConfig(env: Env = process.env): Config {
     anonymousRole,
     requireEmailVerification: bool(env, 'REQUIRE_EMAIL_VERIFICATION', false),
     allowAnonymousSignin: bool(env, 'ALLOW_ANONYMOUS_SIGNIN', false),
+    supabaseCompat: bool(env, 'SUPABASE_COMPAT', false),
+    additionalRedirectUrls: Object.freeze((str(env, 'ADDITIONAL_REDIRECT_URLS') ?? '').split(',').map((v) => v.trim()).filter((v) => v !== '')),
     authRateLimit: int(env, 'AUTH_RATE_LIMIT', 30, 0),
     anonymousRateLimit: int(env, 'ANONYMOUS_RATE_LIMIT', 30, 0),
     mailRateLimitPerHour: int(env, 'MAIL_RATE_LIMIT_PER_HOUR', 5, 0, 10000),

@@ -17,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { originsFor } from './origins.ts';
 import { AppError, ERRORS, isBusyError, isConnectionError, pgErrorToAppError } from './errors.ts';
 import { reasonOf } from './error-reason.ts';
+import { errorShapeOf, gotrueBody, postgrestBody, type ErrorShape } from './compat-errors.ts';
 
 // node:http from process.getBuiltinModule, not an ESM import: that import reads every export,
 // and reading http.WebSocket loads Node's bundled undici (about 3 MB of heap, unused here).
@@ -227,8 +228,22 @@ function clientErrorHandler(log: Logger, hsts: boolean): (err: NodeJS.ErrnoExcep
   };
 }
 
+/** SUPABASE_COMPAT: PUT /auth/v1/user is the interface's PATCH (the method is rewritten before routing). */
+function compatRewrite(req: { method?: string; url?: string }): string {
+  const url = req.url ?? '/';
+  if (req.method === 'PUT' && (url === '/auth/v1/user' || url.startsWith('/auth/v1/user?'))) req.method = 'PATCH';
+  return url;
+}
+
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   if (err.headers) reply.headers(err.headers);
+  // SUPABASE_COMPAT=true: the shape of the area's Supabase counterpart (compat-errors.ts).
+  const shape = reply.request.errorShape;
+  if (shape === 'gotrue') {
+    const g = gotrueBody(err, reply.request.url);
+    return reply.code(g.status).type('application/json; charset=utf-8').send(JSON.stringify(g.body));
+  }
+  if (shape === 'postgrest') return reply.code(err.status).type('application/json; charset=utf-8').send(JSON.stringify(postgrestBody(err, reply.request.method)));
   return reply.code(err.status).type('application/json; charset=utf-8').send(JSON.stringify({ error: err.publicMessage }));
 }
 
@@ -236,6 +251,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** A JSON body's text, as received (undefined: no JSON body). */
     bodyText: string | undefined;
+    /** SUPABASE_COMPAT=true: the error shape of the request's area; null: plinth's `{"error": …}`. */
+    errorShape: ErrorShape | null;
   }
 }
 
@@ -277,6 +294,8 @@ export function buildHttp(config: RuntimeConfig, log: Logger, observers?: Reques
       void sendError(reply, toAppError(err));
     },
     clientErrorHandler: clientErrorHandler(log, hsts),
+    // SUPABASE_COMPAT: auth-js updates the user with PUT; it reaches the PATCH route.
+    ...(config.supabaseCompat ? { rewriteUrl: compatRewrite } : {}),
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 1000 },
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: false } },
   });
@@ -285,6 +304,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger, observers?: Reques
   // that does not parse is 400 `invalid request body`.
   // The text is kept as `req.bodyText`: REST writes and RPC bind it as is, without a stringify.
   app.decorateRequest('bodyText', undefined);
+  app.decorateRequest('errorShape', null);
   app.removeContentTypeParser(['application/json']);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     const text = body as string;
@@ -320,6 +340,7 @@ export function buildHttp(config: RuntimeConfig, log: Logger, observers?: Reques
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (req, reply, next) => {
     reply.header('X-Request-Id', req.id);
+    if (config.supabaseCompat) req.errorShape = errorShapeOf(req.url);
     if (hsts) reply.header('Strict-Transport-Security', HSTS);
     // Shutting down: requests still arriving on kept-alive connections are refused.
     if (state.closing) {

@@ -1,0 +1,107 @@
+/**
+ * SUPABASE_COMPAT: what the compat hooks and routes share: the service's parts, the request
+ * helpers, and the two steps every flow ends in (issue a link and a code; use a token).
+ */
+import { createHash, randomInt } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Deps } from '../../core/area.ts';
+import type { Sql } from '../../core/db.ts';
+import type { AuditContext } from '../db.ts';
+import { auditContext, isOkGrant, sessionFromGrant } from '../sessions.ts';
+import { newOpaqueToken, seal } from '../tokens.ts';
+import { compatSendLink, compatVerify, type SendLinkStatus } from './db.ts';
+import { COMPAT_ERRORS, compatSession, type GoTrueSession } from './shape.ts';
+
+export type Hook = (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+export type Body = Record<string, unknown>;
+
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isPlainObject(v: unknown): v is Body {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+export function queryOf(req: FastifyRequest): Record<string, unknown> {
+  return (req.query ?? {}) as Record<string, unknown>;
+}
+
+export function sendSession(reply: FastifyReply, s: GoTrueSession): FastifyReply {
+  return reply.code(200).header('cache-control', 'no-store').send(s);
+}
+
+/**
+ * The 6-digit code's hash: over the address and the code, so that it names one address;
+ * after a 0xff byte, which no UTF-8 text holds, so that no token any route hashes
+ * (`hashToken`: /magiclink/verify, /recover/confirm, `token_hash`) can ever equal it and
+ * reach a code past the per-address limit on tries.
+ */
+export function codeHash(email: string, code: string): Buffer {
+  return createHash('sha256').update(Buffer.from([0xff])).update(`otp:${email.toLowerCase()}:${code}`, 'utf8').digest();
+}
+
+/** The one-time token kinds a GoTrue verification `type` may use, in order. */
+export function kindsOf(type: unknown): ('magic_link' | 'verification' | 'recovery')[] {
+  switch (type) {
+    case 'magiclink':
+    case 'email':
+      return ['magic_link'];
+    case 'signup':
+    case 'invite':
+      return ['magic_link', 'verification'];
+    case 'recovery':
+      return ['recovery'];
+    case 'email_change': // plinth changes an address at once: no such token is ever sent
+      return [];
+    default:
+      throw COMPAT_ERRORS.unsupportedType();
+  }
+}
+
+export interface Compat {
+  deps: Deps;
+  sql: Sql;
+  audit(req: FastifyRequest): AuditContext;
+  /** Issue a link token and a 6-digit code to `email` (one mail). */
+  sendLink(req: FastifyRequest, kind: 'magic_link' | 'recovery', email: string, createUser: boolean, data: Body | null, redirect: string): Promise<SendLinkStatus>;
+  /** Use a token of one of `type`'s kinds and open a session; null when none is valid. */
+  verify(req: FastifyRequest, type: unknown, tokenHash: Buffer): Promise<GoTrueSession | null>;
+}
+
+export function compatContext(deps: Deps): Compat {
+  const { config } = deps;
+  const sql = deps.db.sql;
+  const audit = (req: FastifyRequest) => auditContext(req, config);
+  return {
+    deps,
+    sql,
+    audit,
+    async sendLink(req, kind, email, createUser, data, redirect) {
+      const link = newOpaqueToken();
+      const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
+      return compatSendLink(sql, {
+        kind,
+        email,
+        createUser,
+        data,
+        linkHash: link.hash,
+        sealedToken: seal(config.secret, link.token),
+        codeHash: codeHash(email, code),
+        sealedCode: seal(config.secret, code),
+        redirectTo: redirect,
+        mailLimit: config.mailRateLimitPerHour,
+        context: audit(req),
+      });
+    },
+    async verify(req, type, tokenHash) {
+      const refresh = newOpaqueToken();
+      for (const kind of kindsOf(type)) {
+        const g = await compatVerify(sql, kind, tokenHash, refresh.hash, config.refreshTokenTtl, audit(req));
+        if (g.status === 'ok' && isOkGrant(g)) {
+          const method = kind === 'magic_link' ? 'magiclink' : kind === 'recovery' ? 'recovery' : 'otp';
+          return compatSession(deps, await sessionFromGrant(deps, g, refresh.token, method));
+        }
+      }
+      return null;
+    },
+  };
+}

@@ -1,0 +1,137 @@
+/**
+ * Error bodies under SUPABASE_COMPAT=true (docs/api/supabase.md): the same refusal, in the
+ * shape the Supabase client of the area reads.
+ *
+ * - /auth/v1: GoTrue's `{code, error_code, msg}` (auth-js reads `error_code` and `msg`),
+ *   with GoTrue's status and code for the refusals it has a code for.
+ * - /rest/v1: PostgREST's `{code, message, details, hint}` (postgrest-js reads all four),
+ *   `code` the SQLSTATE or PostgREST's `PGRSTnnn`.
+ *
+ * The message is always plinth's public one (or GoTrue's fixed wording): never database
+ * text, never a value of a row. Only the code is added, which names a class of refusal.
+ * Every other path keeps plinth's `{"error": …}`.
+ */
+import type { AppError } from './errors.ts';
+
+export type ErrorShape = 'gotrue' | 'postgrest';
+
+/** The shape of a request's errors under the setting, from its path; null: plinth's own. */
+export function errorShapeOf(url: string): ErrorShape | null {
+  if (url.startsWith('/auth/v1/')) return 'gotrue';
+  if (url.startsWith('/rest/v1/') || url === '/rest/v1') return 'postgrest';
+  return null;
+}
+
+interface GoTrueError {
+  status: number;
+  code: string;
+  msg: string;
+}
+
+/** plinth's public auth messages → GoTrue's status, error code and words. Keyed `status message`. */
+const GOTRUE: Record<string, GoTrueError> = {
+  '401 invalid email or password': { status: 400, code: 'invalid_credentials', msg: 'Invalid login credentials' },
+  '401 invalid refresh token': { status: 400, code: 'refresh_token_not_found', msg: 'Invalid Refresh Token: Refresh Token Not Found' },
+  '401 refresh token expired': { status: 400, code: 'session_expired', msg: 'Invalid Refresh Token: Session Expired' },
+  '401 refresh token reuse detected — please log in again': {
+    status: 400,
+    code: 'refresh_token_already_used',
+    msg: 'Invalid Refresh Token: Already Used',
+  },
+  '403 email not verified': { status: 400, code: 'email_not_confirmed', msg: 'Email not confirmed' },
+  '404 user not found': { status: 404, code: 'user_not_found', msg: 'User not found' },
+  '409 email already registered': { status: 422, code: 'user_already_exists', msg: 'User already registered' },
+  '429 too many requests, try again later': { status: 429, code: 'over_request_rate_limit', msg: 'Request rate limit reached' },
+  '503 anonymous sign-ins are disabled': { status: 422, code: 'anonymous_provider_disabled', msg: 'Anonymous sign-ins are disabled' },
+  '400 invalid or expired token': { status: 403, code: 'otp_expired', msg: 'Token has expired or is invalid' },
+  '401 invalid or expired token': { status: 403, code: 'bad_jwt', msg: 'invalid JWT: unable to parse or verify signature, token is expired or invalid' },
+  '401 missing credentials': { status: 401, code: 'no_authorization', msg: 'This endpoint requires a Bearer token' },
+  '403 service role required': { status: 403, code: 'not_admin', msg: 'User not allowed' },
+  '400 invalid request body': { status: 400, code: 'bad_json', msg: 'Could not parse request body as JSON' },
+  '400 invalid email address': { status: 400, code: 'email_address_invalid', msg: 'Unable to validate email address: invalid format' },
+  '400 invalid code': { status: 422, code: 'mfa_verification_failed', msg: 'Invalid TOTP code entered' },
+  '400 challenge expired': { status: 422, code: 'mfa_challenge_expired', msg: 'MFA challenge has expired, verify against another challenge or create a new factor.' },
+  '404 factor not found': { status: 404, code: 'mfa_factor_not_found', msg: 'Factor not found' },
+  '404 challenge not found': { status: 404, code: 'mfa_factor_not_found', msg: 'Challenge not found' },
+  '409 a factor with this friendly name already exists': {
+    status: 422,
+    code: 'mfa_factor_name_conflict',
+    msg: 'A factor with the friendly name already exists',
+  },
+  '422 Signups not allowed for otp': { status: 422, code: 'otp_disabled', msg: 'Signups not allowed for otp' },
+  '400 phone sign-in is not supported': { status: 400, code: 'phone_provider_disabled', msg: 'Phone logins are disabled' },
+  '400 redirect_to is not an allowed redirect URL': { status: 400, code: 'validation_failed', msg: 'redirect_to is not an allowed redirect URL' },
+  '422 too many factors': { status: 422, code: 'too_many_enrolled_mfa_factors', msg: 'Maximum number of verified factors reached' },
+};
+
+/** The code of a refusal GoTrue has no fixed wording for, from its status and message. */
+function gotrueCode(err: AppError): string {
+  const m = err.publicMessage;
+  if (m.startsWith('password must be')) return 'weak_password';
+  if (m.includes('(aal2)') || m === 'insufficient_aal') return 'insufficient_aal'; // the latter: main's new aal2 rule for email and password changes
+  if (m.includes('redirect')) return 'validation_failed';
+  if (err.status === 404) return 'not_found';
+  if (err.status === 429) return 'over_request_rate_limit';
+  if (err.status >= 500) return 'unexpected_failure';
+  return 'validation_failed';
+}
+
+/** A body in GoTrue's shape, and its status. */
+export function gotrueBody(err: AppError, path: string): { status: number; body: Record<string, unknown> } {
+  const known = GOTRUE[`${err.status} ${err.publicMessage}`];
+  if (known !== undefined) {
+    // PUT /user with a taken address: GoTrue's email_exists, not the sign-up's code.
+    const code = known.code === 'user_already_exists' && path.startsWith('/auth/v1/user') ? 'email_exists' : known.code;
+    return { status: known.status, body: { code: known.status, error_code: code, msg: known.msg } };
+  }
+  const code = gotrueCode(err);
+  const status = code === 'weak_password' ? 422 : err.status;
+  const body: Record<string, unknown> = { code: status, error_code: code, msg: err.publicMessage };
+  if (code === 'weak_password') body.weak_password = { reasons: ['length'] };
+  return { status, body };
+}
+
+interface PostgrestError {
+  code: string;
+  status?: number;
+}
+
+/** plinth's public REST messages → PostgREST's code (and status where it differs). */
+const POSTGREST: Record<string, PostgrestError> = {
+  'relation not found': { code: 'PGRST205' },
+  'function not found': { code: 'PGRST202' },
+  'JSON object requested, multiple (or no) rows returned': { code: 'PGRST116' },
+  'only the public schema is exposed': { code: 'PGRST106' },
+  'method not allowed': { code: 'PGRST117' },
+  'more rows affected than Prefer: max-affected allows': { code: 'PGRST124' },
+  'none of the accepted media types can be produced': { code: 'PGRST107' },
+  'invalid request body': { code: 'PGRST102' },
+  'request body too large': { code: 'PGRST102' },
+  'missing credentials': { code: 'PGRST302' },
+  'invalid or expired token': { code: 'PGRST301' },
+  'database busy': { code: 'PGRST003' },
+  'database unavailable': { code: 'PGRST001' },
+  'not found': { code: 'PGRST125' },
+};
+
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+function postgrestCode(err: AppError, method: string): string {
+  const cause = err.cause as { code?: unknown } | undefined;
+  const m = err.publicMessage;
+  if (m === 'unknown column in request') return method === 'GET' || method === 'HEAD' ? '42703' : 'PGRST204';
+  if (m.startsWith('invalid embed in request')) return m.includes('more than one') ? 'PGRST201' : 'PGRST200';
+  const known = POSTGREST[m];
+  if (known !== undefined) return known.code;
+  const sqlstate = typeof cause?.code === 'string' && SQLSTATE.test(cause.code) && !cause.code.startsWith('PT') ? cause.code : null;
+  if (sqlstate !== null) return sqlstate;
+  if (err.status === 400) return 'PGRST100';
+  return err.status >= 500 ? 'PGRSTX00' : 'PGRST000';
+}
+
+/** A body in PostgREST's shape (the status stays plinth's). */
+export function postgrestBody(err: AppError, method: string): Record<string, unknown> {
+  const code = postgrestCode(err, method);
+  const details = code === 'PGRST116' ? 'The result contains 0 or more than 1 rows' : null;
+  return { code, message: err.publicMessage, details, hint: null };
+}
