@@ -439,6 +439,156 @@ $$;
 COMMENT ON FUNCTION auth.check_recovery_token(token_hash bytea) IS 'Whether a recovery token is unused and unexpired, without using it. Status: valid | invalid.';
 
 --
+-- Name: compat_end_sessions(uuid, uuid, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_end_sessions(user_id uuid, session_id uuid, scope text, context jsonb DEFAULT NULL::jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  update auth_private.sessions s set revoked_at = now(), revoked_reason = 'logout'
+    where s.user_id = compat_end_sessions.user_id and s.revoked_at is null
+      and case compat_end_sessions.scope
+            when 'local' then s.id = compat_end_sessions.session_id
+            when 'others' then s.id is distinct from compat_end_sessions.session_id
+            else true end;
+  perform auth_private.audit('sign_out', compat_end_sessions.user_id, compat_end_sessions.context,
+    jsonb_build_object('scope', compat_end_sessions.scope));
+  return 'ok';
+end
+$$;
+
+--
+-- Name: FUNCTION compat_end_sessions(user_id uuid, session_id uuid, scope text, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_end_sessions(user_id uuid, session_id uuid, scope text, context jsonb) IS 'SUPABASE_COMPAT: end the caller''s, the other, or all sessions of a user. Status: ok.';
+
+--
+-- Name: compat_send_link(text, text, boolean, jsonb, bytea, text, bytea, text, text, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb DEFAULT NULL::jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_allowed boolean := auth_private.mail_allowed(compat_send_link.email, compat_send_link.mail_limit);
+  v_user auth.users;
+  v_created boolean := false;
+begin
+  if compat_send_link.kind not in ('magic_link', 'recovery') then
+    raise exception 'unknown kind %', compat_send_link.kind using errcode = 'PT400';
+  end if;
+  select * into v_user from auth.users u where lower(u.email) = lower(compat_send_link.email) for update;
+  if v_user.id is null and compat_send_link.create_user and compat_send_link.kind = 'magic_link' and v_allowed then
+    insert into auth.users (email, user_metadata, providers)
+      values (lower(compat_send_link.email), coalesce(compat_send_link.user_metadata, '{}'::jsonb), '{email}')
+      returning * into v_user;
+    v_created := true;
+    perform auth_private.audit('sign_up', v_user.id, compat_send_link.context, '{"method": "otp"}'::jsonb);
+  end if;
+  if v_user.id is null or not v_allowed then
+    perform auth_private.enqueue_no_mail(compat_send_link.kind);
+    return case when v_user.id is null then 'not_found' else 'limited' end;
+  end if;
+  update auth_private.one_time_tokens t set used_at = now()
+    where t.user_id = v_user.id and t.kind = compat_send_link.kind and t.used_at is null;
+  -- A code's hash names its address: an old row with the same hash is this address's own, spent.
+  delete from auth_private.one_time_tokens t where t.token_hash = compat_send_link.code_hash;
+  insert into auth_private.one_time_tokens (token_hash, user_id, kind, email, expires_at)
+    values (compat_send_link.link_hash, v_user.id, compat_send_link.kind, v_user.email, now() + interval '1 hour'),
+           (compat_send_link.code_hash, v_user.id, compat_send_link.kind, v_user.email, now() + interval '1 hour');
+  perform graphile_worker.add_job('auth__send_email',
+    json_build_object('kind', compat_send_link.kind, 'to', v_user.email, 'sealed_token', compat_send_link.sealed_token,
+      'compat', json_build_object('sealed_code', compat_send_link.sealed_code, 'redirect_to', compat_send_link.redirect_to,
+        'type', case when compat_send_link.kind = 'recovery' then 'recovery' when v_created then 'signup' else 'magiclink' end)),
+    max_attempts => 5);
+  if compat_send_link.kind = 'recovery' then
+    perform auth_private.audit('recovery_requested', v_user.id, compat_send_link.context, '{}'::jsonb);
+  end if;
+  return case when v_created then 'created' else 'sent' end;
+end
+$$;
+
+--
+-- Name: FUNCTION compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb) IS 'SUPABASE_COMPAT: issue a link token and a 6-digit code (1 h, once, either spends the other) and enqueue one mail. Status: sent | created | not_found | limited.';
+
+--
+-- Name: compat_user(uuid); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_user(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select auth_private.gotrue_user_json(u) from auth.users u where u.id = compat_user.user_id
+$$;
+
+--
+-- Name: FUNCTION compat_user(user_id uuid); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_user(user_id uuid) IS 'SUPABASE_COMPAT: the GoTrue User object of an id, or null.';
+
+--
+-- Name: compat_verify(text, bytea, bytea, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb DEFAULT NULL::jsonb) RETURNS auth.session_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_user_id uuid;
+  v_email text;
+  v_issued_at timestamptz;
+  v_created_by_it boolean;
+begin
+  if compat_verify.kind not in ('magic_link', 'recovery', 'verification') then
+    return auth_private.session_status('invalid');
+  end if;
+  -- The user's row first (as the other token functions: no deadlock between two tokens).
+  perform 1 from auth.users u join auth_private.one_time_tokens t on t.user_id = u.id
+    where t.token_hash = compat_verify.token_hash for update of u;
+  update auth_private.one_time_tokens t set used_at = now()
+    from auth.users u
+    where t.token_hash = compat_verify.token_hash and t.kind = compat_verify.kind
+      and t.used_at is null and t.expires_at > now()
+      and u.id = t.user_id and lower(u.email) = lower(t.email)
+    returning t.user_id, u.email, t.created_at into v_user_id, v_email, v_issued_at;
+  if not found then
+    return auth_private.session_status('invalid');
+  end if;
+  select u.created_at = v_issued_at and u.updated_at = v_issued_at
+         and not exists (select 1 from auth_private.passwords p where p.user_id = u.id)
+    into v_created_by_it
+    from auth.users u where u.id = v_user_id;
+  if compat_verify.kind = 'verification' then
+    perform auth_private.prove_address(v_user_id, v_email, 'verification', false);
+  else
+    perform auth_private.spend_other_tokens(v_user_id, compat_verify.token_hash);
+    perform auth_private.prove_address(v_user_id, v_email, compat_verify.kind, not v_created_by_it);
+  end if;
+  update auth.users u set email_confirmed_at = now(), updated_at = now()
+    where u.id = v_user_id and u.email_confirmed_at is null;
+  return auth.start_session(v_user_id, compat_verify.refresh_token_hash, compat_verify.ttl_seconds, null,
+    case compat_verify.kind when 'recovery' then 'recovery' when 'magic_link' then 'magiclink' else 'otp' end, compat_verify.context);
+end
+$$;
+
+--
+-- Name: FUNCTION compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb) IS 'SUPABASE_COMPAT: use a magic-link, recovery or verification token and open a session in one transaction. Status: ok | invalid.';
+
+--
 -- Name: confirm_recovery(bytea, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -1724,6 +1874,119 @@ $$;
 COMMENT ON FUNCTION auth_private.factors_json(user_id uuid) IS '{"factors": [...]} of a user, or {} when the user has none.';
 
 --
+-- Name: users; Type: TABLE; Schema: auth; Owner: -
+--
+
+CREATE TABLE auth.users (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    email text,
+    role text DEFAULT 'authenticated'::text NOT NULL,
+    user_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    provider text,
+    providers text[] DEFAULT '{}'::text[] NOT NULL,
+    email_confirmed_at timestamp with time zone,
+    is_anonymous boolean DEFAULT false NOT NULL,
+    last_sign_in_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT users_email_check CHECK (((email IS NULL) OR (((length(email) >= 3) AND (length(email) <= 320)) AND (POSITION(('@'::text) IN (email)) > 1)))),
+    CONSTRAINT users_identity_check CHECK (((email IS NOT NULL) OR is_anonymous OR (provider IS NOT NULL))),
+    CONSTRAINT users_provider_check CHECK (((provider IS NULL) OR (provider = ANY (ARRAY['google'::text, 'github'::text, 'apple'::text, 'microsoft'::text, 'oidc'::text])))),
+    CONSTRAINT users_role_check CHECK ((role ~ '^[a-z_][a-z0-9_]{0,62}$'::text)),
+    CONSTRAINT users_user_metadata_check CHECK ((jsonb_typeof(user_metadata) = 'object'::text))
+);
+
+--
+-- Name: TABLE users; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON TABLE auth.users IS 'plinth: one row per account (email/password, OAuth or guest). Application tables may reference auth.users(id). Secrets are in auth_private.';
+
+--
+-- Name: COLUMN users.email; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.email IS 'Lower-cased address, unique case-insensitively; null for guests.';
+
+--
+-- Name: COLUMN users.role; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.role IS 'Database role of this user''s sessions: anon, authenticated, service_role or the guest role.';
+
+--
+-- Name: COLUMN users.user_metadata; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.user_metadata IS 'Free JSON object: data at signup, merged by PATCH /auth/v1/user.';
+
+--
+-- Name: COLUMN users.provider; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.provider IS 'OAuth provider (google, github, apple, microsoft, oidc); null for email and guest users.';
+
+--
+-- Name: COLUMN users.providers; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.providers IS 'Every provider the account has signed in with (email for password users).';
+
+--
+-- Name: COLUMN users.email_confirmed_at; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.email_confirmed_at IS 'When the address was confirmed; null while awaiting confirmation.';
+
+--
+-- Name: COLUMN users.is_anonymous; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.is_anonymous IS 'Guest account (POST /auth/v1/anonymous); its tokens carry is_anonymous = true.';
+
+--
+-- Name: gotrue_user_json(auth.users); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.gotrue_user_json(u auth.users) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select jsonb_build_object(
+      'id', u.id,
+      'aud', 'authenticated',
+      'role', u.role,
+      'email', coalesce(u.email, ''),
+      'email_confirmed_at', auth_private.iso_utc(u.email_confirmed_at),
+      'phone', '',
+      'confirmed_at', auth_private.iso_utc(u.email_confirmed_at),
+      'last_sign_in_at', auth_private.iso_utc(u.last_sign_in_at),
+      'app_metadata', jsonb_build_object(
+        'provider', case when u.is_anonymous then 'anonymous' else coalesce(u.provider, u.providers[1], 'email') end,
+        'providers', case when u.is_anonymous then '[]'::jsonb
+                          else to_jsonb(coalesce(nullif(u.providers, '{}'::text[]), array[coalesce(u.provider, 'email')])) end),
+      'user_metadata', u.user_metadata,
+      'identities', case when u.is_anonymous then '[]'::jsonb else (
+        select coalesce(jsonb_agg(jsonb_build_object(
+            'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', p,
+            'identity_data', jsonb_build_object('sub', u.id, 'email', u.email, 'email_verified', u.email_confirmed_at is not null),
+            'email', u.email,
+            'created_at', auth_private.iso_utc(u.created_at), 'updated_at', auth_private.iso_utc(u.updated_at),
+            'last_sign_in_at', auth_private.iso_utc(u.last_sign_in_at))), '[]'::jsonb)
+          from unnest(coalesce(nullif(u.providers, '{}'::text[]), array[coalesce(u.provider, 'email')])) p) end,
+      'created_at', auth_private.iso_utc(u.created_at),
+      'updated_at', auth_private.iso_utc(u.updated_at),
+      'is_anonymous', u.is_anonymous)
+    || auth_private.factors_json(u.id)
+$$;
+
+--
+-- Name: FUNCTION gotrue_user_json(u auth.users); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.gotrue_user_json(u auth.users) IS 'SUPABASE_COMPAT: the User object with GoTrue''s fields.';
+
+--
 -- Name: iso_utc(timestamp with time zone); Type: FUNCTION; Schema: auth_private; Owner: -
 --
 
@@ -1932,77 +2195,6 @@ $$;
 --
 
 COMMENT ON FUNCTION auth_private.totp(secret bytea, step bigint) IS 'The RFC 6238 code (SHA-1, 6 digits) of a secret at a step (seconds since the epoch / 30).';
-
---
--- Name: users; Type: TABLE; Schema: auth; Owner: -
---
-
-CREATE TABLE auth.users (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    email text,
-    role text DEFAULT 'authenticated'::text NOT NULL,
-    user_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
-    provider text,
-    providers text[] DEFAULT '{}'::text[] NOT NULL,
-    email_confirmed_at timestamp with time zone,
-    is_anonymous boolean DEFAULT false NOT NULL,
-    last_sign_in_at timestamp with time zone,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT users_email_check CHECK (((email IS NULL) OR (((length(email) >= 3) AND (length(email) <= 320)) AND (POSITION(('@'::text) IN (email)) > 1)))),
-    CONSTRAINT users_identity_check CHECK (((email IS NOT NULL) OR is_anonymous OR (provider IS NOT NULL))),
-    CONSTRAINT users_provider_check CHECK (((provider IS NULL) OR (provider = ANY (ARRAY['google'::text, 'github'::text, 'apple'::text, 'microsoft'::text, 'oidc'::text])))),
-    CONSTRAINT users_role_check CHECK ((role ~ '^[a-z_][a-z0-9_]{0,62}$'::text)),
-    CONSTRAINT users_user_metadata_check CHECK ((jsonb_typeof(user_metadata) = 'object'::text))
-);
-
---
--- Name: TABLE users; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON TABLE auth.users IS 'plinth: one row per account (email/password, OAuth or guest). Application tables may reference auth.users(id). Secrets are in auth_private.';
-
---
--- Name: COLUMN users.email; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.email IS 'Lower-cased address, unique case-insensitively; null for guests.';
-
---
--- Name: COLUMN users.role; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.role IS 'Database role of this user''s sessions: anon, authenticated, service_role or the guest role.';
-
---
--- Name: COLUMN users.user_metadata; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.user_metadata IS 'Free JSON object: data at signup, merged by PATCH /auth/v1/user.';
-
---
--- Name: COLUMN users.provider; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.provider IS 'OAuth provider (google, github, apple, microsoft, oidc); null for email and guest users.';
-
---
--- Name: COLUMN users.providers; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.providers IS 'Every provider the account has signed in with (email for password users).';
-
---
--- Name: COLUMN users.email_confirmed_at; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.email_confirmed_at IS 'When the address was confirmed; null while awaiting confirmation.';
-
---
--- Name: COLUMN users.is_anonymous; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.is_anonymous IS 'Guest account (POST /auth/v1/anonymous); its tokens carry is_anonymous = true.';
 
 --
 -- Name: user_json(auth.users); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -2290,10 +2482,10 @@ CREATE FUNCTION live_private.access(query_id text, claims jsonb) RETURNS TABLE(r
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   select true, s.audience is not null, s.audience is null or coalesce(access.claims @> s.audience, false), s.broken is not null, s.seq, s.as_subscriber
-  from live_private.subscriptions s where s.query_id = access.query_id
+  from live_private.subscriptions s where s.query_id = access.query_id and s.mode <> 'changes'
   union all
   select false, false, true, false, 0, false
-  where not exists (select 1 from live_private.subscriptions s where s.query_id = access.query_id)
+  where not exists (select 1 from live_private.subscriptions s where s.query_id = access.query_id and s.mode <> 'changes')
 $$;
 
 --
@@ -2461,7 +2653,7 @@ begin
   -- not seen; the rows and pg_current_snapshot() come from this one statement's snapshot.
   return query
     with cand as (
-      select x.id, x.dirty or x.lease_owner is not null or s.fast_table is null as rerun
+      select x.id, (x.dirty or x.lease_owner is not null or s.fast_table is null) and s.mode <> 'changes' as rerun
       from live_private.groups x
       join live_private.subscriptions s on s.query_id = x.query_id and s.broken is null
       where x.snapshot is not null
@@ -2481,10 +2673,11 @@ begin
     from c join live_private.subscriptions s on s.query_id = c.query_id
     left join f on not c.rerun and f.query_id = c.query_id and f.role = c.role
     left join lateral (
-      select coalesce(jsonb_agg(e.v) filter (where e.k = 'i'), '[]'::jsonb) as ins,
+      select coalesce(jsonb_agg(e.v order by ch.id, e.n) filter (where e.k = 'i'), '[]'::jsonb) as ins,
              coalesce(jsonb_agg(e.v) filter (where e.k = 'd'), '[]'::jsonb) as del
       from live_private.changes ch,
-           lateral (select 'i' as k, v.v from jsonb_array_elements(ch.ins) as v(v) union all select 'd', v.v from jsonb_array_elements(ch.del) as v(v)) e
+           lateral (select 'i' as k, v.v, v.n from jsonb_array_elements(ch.ins) with ordinality as v(v, n)
+                    union all select 'd', v.v, 0 from jsonb_array_elements(ch.del) as v(v)) e
       where ch.query_id = c.query_id and ch.ins is not null and not pg_catalog.pg_visible_in_snapshot(ch.xid, c.snap)) d on not c.rerun;
   get diagnostics v_groups = row_count;
   -- Work found: this poller claims again soon, and writers need not wake it (the row is
@@ -2534,11 +2727,11 @@ CREATE FUNCTION live_private.fast_sql(query_id text, role name) RETURNS text
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
-  select format($q$select
+  select case when s.mode = 'changes' then live_private.realtime_sql(c.oid, fast_sql.role) else format($q$select
   (select coalesce(jsonb_agg(to_jsonb(q)), '[]'::jsonb)::text from (with %1$I as (select * from jsonb_populate_recordset(null::%2$s, $1::text::jsonb) as %1$I where %3$s) select * from (%4$s) q) q) as ins,
   (select coalesce(jsonb_agg(to_jsonb(q)), '[]'::jsonb)::text from (with %1$I as (select * from jsonb_populate_recordset(null::%2$s, $2::text::jsonb) as %1$I where %3$s) select * from (%4$s) q) q) as del
 where not exists (select from (%4$s) q limit 0)$q$,
-    c.relname, c.oid::regclass, live_private.rls_filter(c.oid, fast_sql.role), s.query)
+    c.relname, c.oid::regclass, live_private.rls_filter(c.oid, fast_sql.role), s.query) end
   from live_private.subscriptions s join pg_catalog.pg_class c on c.oid = s.fast_table
   where s.query_id = fast_sql.query_id
 $_$;
@@ -3067,6 +3260,19 @@ begin
       continue;
     end if;
     v_snap := coalesce(publish_groups.snaps[i]::pg_snapshot, g.snap);
+    if v_mode = 'changes' then
+      -- A table subscription's group keeps no result: what its role may read of the rows'
+      -- changes is sent as it is (realtime.sql), in messages that fit a notification.
+      v_ins := coalesce(publish_groups.ins[i], '[]'::jsonb);
+      update live_private.groups x set snap = v_snap, lease_owner = null, lease_until = null,
+             seq = x.seq + (case when v_ins = '[]'::jsonb then 0 else 1 end)
+       where x.id = g.id;
+      if v_ins <> '[]'::jsonb then
+        perform live_private.realtime_publish(v_channel, g.id, g.query_id, g.seq + 1, v_ins,
+          live_private.payload_limit(v_channel) - length(g.id::text) - 1);
+      end if;
+      continue;
+    end if;
     if publish_groups.ins[i] is not null then
       v_ins := live_private.minus(publish_groups.ins[i], coalesce(publish_groups.del[i], '[]'));
       v_del := live_private.minus(coalesce(publish_groups.del[i], '[]'), publish_groups.ins[i]);
@@ -3113,6 +3319,156 @@ $$;
 --
 
 COMMENT ON FUNCTION live_private.publish_groups(instance_id uuid, ids bigint[], results jsonb[], errors text[], snaps text[], ins jsonb[], del jsonb[]) IS 'plinth: publishes leased groups'' changes: re-run results diffed with their snapshots, fast-path deltas applied.';
+
+--
+-- Name: realtime_join(uuid, text, name, jsonb); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.realtime_join(instance_id uuid, tbl text, role name, claims jsonb) RETURNS TABLE(group_id bigint, query_id text, pk text[], cols text[], error text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_rel oid;
+  v_qid text;
+  v_query text;
+  v_sub live_private.subscriptions;
+  v_observes text[];
+  v_layout text[];
+  j record;
+begin
+  select c.oid into v_rel from pg_catalog.pg_class c
+   where c.relnamespace = 'public'::regnamespace and c.relname = realtime_join.tbl and c.relkind in ('r', 'p');
+  if v_rel is null then
+    return query select null::bigint, null::text, null::text[], null::text[], 'not found';
+    return;
+  end if;
+  if not pg_catalog.has_table_privilege(realtime_join.role, v_rel, 'SELECT') then
+    return query select null::bigint, null::text, null::text[], null::text[], 'permission denied';
+    return;
+  end if;
+  v_qid := 'realtime:' || v_rel::text;
+  v_query := format('select * from %s', v_rel::regclass);
+  select * into v_sub from live_private.subscriptions s where s.query_id = v_qid;
+  if not found or v_sub.broken is not null then
+    perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('plinth realtime ' || v_qid, 0));
+    perform pg_catalog.set_config('live.internal', 'on', true);
+    drop view if exists pg_temp.live_probe;
+    execute 'create temporary view live_probe as ' || v_query;
+    v_observes := live_private.observed_claims(v_query, array[v_rel]);
+    drop view if exists pg_temp.live_probe;
+    select array_agg(a.attname::text order by a.attname::text) into v_layout
+      from pg_catalog.pg_attribute a where a.attrelid = v_rel and a.attnum > 0 and not a.attisdropped;
+    insert into live_private.subscriptions as s (query_id, query, mode, audience, registered_by, tables, fast_table, layout, snapshot,
+                                                 as_subscriber, observes)
+    values (v_qid, v_query, 'changes', null, current_user, array[v_rel], v_rel, v_layout, '[]', true, v_observes)
+    on conflict on constraint subscriptions_pkey do update
+      set query = excluded.query, layout = excluded.layout, observes = excluded.observes, broken = null,
+          dirty = false, lease_owner = null, lease_until = null;
+    perform live_private.sync_triggers(v_rel);
+    perform pg_catalog.set_config('live.internal', '', true);
+  end if;
+  select * into j from live_private.join_group(realtime_join.instance_id, v_qid, realtime_join.role, realtime_join.claims) x;
+  if j.group_id is null then
+    return query select null::bigint, null::text, null::text[], null::text[], 'not found';
+    return;
+  end if;
+  if j.needs_init then
+    update live_private.groups g set snapshot = '[]', snap = pg_catalog.pg_current_snapshot()
+     where g.id = j.group_id and g.snapshot is null;
+  end if;
+  return query select j.group_id, v_qid, live_private.realtime_pk(v_rel),
+    (select s.layout from live_private.subscriptions s where s.query_id = v_qid), null::text;
+end
+$$;
+
+--
+-- Name: FUNCTION realtime_join(instance_id uuid, tbl text, role name, claims jsonb); Type: COMMENT; Schema: live_private; Owner: -
+--
+
+COMMENT ON FUNCTION live_private.realtime_join(instance_id uuid, tbl text, role name, claims jsonb) IS 'plinth: puts a socket''s table subscription in the group of its role and claims (registering the table''s changes on first use).';
+
+--
+-- Name: realtime_pk(oid); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.realtime_pk(rel oid) RETURNS text[]
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select coalesce(array_agg(a.attname::text order by k.n), '{}')
+  from pg_catalog.pg_index i
+  cross join lateral unnest(i.indkey) with ordinality as k(attnum, n)
+  join pg_catalog.pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+  where i.indrelid = realtime_pk.rel and i.indisprimary
+$$;
+
+--
+-- Name: realtime_pk_join(oid); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.realtime_pk_join(rel oid) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+  select case when cardinality(k) = 0 then 'false'
+    else '(' || (select string_agg(format('"live$n".%I', c), ', ') from unnest(k) c) || ') = ('
+             || (select string_agg(format('"live$o".%I', c), ', ') from unnest(k) c) || ')' end
+  from live_private.realtime_pk(realtime_pk_join.rel) k
+$_$;
+
+--
+-- Name: realtime_publish(text, bigint, text, bigint, jsonb, integer); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.realtime_publish(channel text, group_id bigint, query_id text, seq bigint, changes jsonb, payload_limit integer) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_head text := format('{"query_id":%s,"seq":%s,"changes":[', to_jsonb(realtime_publish.query_id)::text, realtime_publish.seq);
+  v_buf text := '';
+  v_text text;
+  e jsonb;
+begin
+  for e in select x from jsonb_array_elements(realtime_publish.changes) x loop
+    v_text := e::text;
+    if octet_length(v_head) + octet_length(v_text) + 2 > realtime_publish.payload_limit then
+      v_text := jsonb_build_object('t', e -> 't', 'ts', e -> 'ts', 'too_large', true)::text;
+    end if;
+    if v_buf <> '' and octet_length(v_head) + octet_length(v_buf) + octet_length(v_text) + 3 > realtime_publish.payload_limit then
+      perform pg_catalog.pg_notify(realtime_publish.channel, realtime_publish.group_id::text || '|' || v_head || v_buf || ']}');
+      v_buf := '';
+    end if;
+    v_buf := case when v_buf = '' then v_text else v_buf || ',' || v_text end;
+  end loop;
+  if v_buf <> '' then
+    perform pg_catalog.pg_notify(realtime_publish.channel, realtime_publish.group_id::text || '|' || v_head || v_buf || ']}');
+  end if;
+end
+$$;
+
+--
+-- Name: realtime_sql(oid, name); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.realtime_sql(rel oid, role name) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+  select format($q$select
+  (select coalesce(jsonb_agg(jsonb_build_object('t', x.t, 'ts', x.e -> 'ts', 'new', case when x.nv then x.e -> 'new' end,
+                                                'old', case when x.ov then x.e -> 'old' end) order by x.i)
+                   filter (where (x.t <> 'DELETE' and x.nv) or (x.t = 'DELETE' and x.ov)), '[]'::jsonb)::text
+   from (select a.e, a.i, a.e ->> 't' as t,
+           jsonb_typeof(a.e -> 'new') = 'object' and exists (select from jsonb_populate_record(null::%2$s, a.e -> 'new') as %1$I where %3$s) as nv,
+           jsonb_typeof(a.e -> 'old') = 'object' and exists (select from jsonb_populate_record(null::%2$s, a.e -> 'old') as %1$I where %3$s) as ov
+         from jsonb_array_elements($1::text::jsonb) with ordinality as a(e, i)) x) as ins,
+  $2::text as del
+where not exists (select from %2$s limit 0)$q$,
+    c.relname, c.oid::regclass, live_private.rls_filter(c.oid, realtime_sql.role))
+  from pg_catalog.pg_class c where c.oid = realtime_sql.rel
+$_$;
 
 --
 -- Name: refresh(text); Type: FUNCTION; Schema: live_private; Owner: -
@@ -3526,12 +3882,37 @@ begin
   end if;
   select c.relname into v_relname from pg_catalog.pg_class c where c.oid = sync_triggers.rel;
   for s in
-    select x.query_id, x.query, x.fast_table, x.as_subscriber from live_private.subscriptions x
+    select x.query_id, x.query, x.fast_table, x.as_subscriber, x.mode from live_private.subscriptions x
     where x.tables @> array[sync_triggers.rel] and x.broken is null order by x.query_id
   loop
     -- Each subscription's block catches its own error: the subscription is marked broken
     -- (and left out the next time this function is generated), the write goes on.
-    if s.fast_table = sync_triggers.rel and s.as_subscriber then
+    if s.fast_table = sync_triggers.rel and s.mode = 'changes' then
+      -- A table subscription (realtime.sql): each row's change, as INSERT, UPDATE (the new
+      -- row paired with the old by primary key) or DELETE, queued only while a group listens.
+      v_rows := true;
+      v_body := v_body || format($b$
+  begin
+  if tg_op <> 'TRUNCATE' and exists (select from live_private.groups g where g.query_id = %1$L) then
+    if tg_op = 'INSERT' then
+      select coalesce(jsonb_agg(jsonb_build_object('t', 'INSERT', 'ts', pg_catalog.now(), 'new', to_jsonb("live$n"))), '[]'::jsonb) into "live$ins" from new_rows "live$n";
+    elsif tg_op = 'DELETE' then
+      select coalesce(jsonb_agg(jsonb_build_object('t', 'DELETE', 'ts', pg_catalog.now(), 'old', to_jsonb("live$o"))), '[]'::jsonb) into "live$ins" from old_rows "live$o";
+    else
+      select coalesce(jsonb_agg(jsonb_build_object('t', 'UPDATE', 'ts', pg_catalog.now(), 'new', to_jsonb("live$n"), 'old', to_jsonb("live$o"))), '[]'::jsonb)
+        into "live$ins" from new_rows "live$n" full join old_rows "live$o" on %2$s;
+    end if;
+    if "live$ins" <> '[]'::jsonb then
+      if not exists (select from live_private.pollers p where p.awake_until > pg_catalog.clock_timestamp()) then
+        perform live_private.wake();
+      end if;
+      insert into live_private.changes (query_id, ins, del) values (%1$L, "live$ins", '[]');
+    end if;
+  end if;
+  exception when others then
+    perform live_private.mark_broken(%1$L, sqlerrm, false);
+  end;$b$, s.query_id, live_private.realtime_pk_join(sync_triggers.rel));
+    elsif s.fast_table = sync_triggers.rel and s.as_subscriber then
       -- Per group: the statement's transition rows are queued; each group filters them under
       -- its role and claims off this path (live_private.claim).
       v_rows := true;
@@ -4141,6 +4522,33 @@ begin
   status := 'ok';
 end
 $$;
+
+--
+-- Name: ensure_demo_items(); Type: FUNCTION; Schema: plinth_private; Owner: -
+--
+
+CREATE FUNCTION plinth_private.ensure_demo_items() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if to_regclass('public.demo_items') is not null then
+    return;
+  end if;
+  create table public.demo_items (
+    id bigint generated by default as identity primary key,
+    title text not null default '',
+    created_at timestamptz not null default now(),
+    updated_at timestamptz not null default now()
+  );
+  comment on table public.demo_items is E'plinth: demo rows changed by POST /api/demo (development only), made at its first call.';
+end $$;
+
+--
+-- Name: FUNCTION ensure_demo_items(); Type: COMMENT; Schema: plinth_private; Owner: -
+--
+
+COMMENT ON FUNCTION plinth_private.ensure_demo_items() IS 'plinth: creates public.demo_items for POST /api/demo when it is missing.';
 
 --
 -- Name: instance_beat(uuid, text, text[], integer); Type: FUNCTION; Schema: plinth_private; Owner: -
@@ -7174,7 +7582,7 @@ CREATE TABLE live_private.subscriptions (
     lease_owner uuid,
     lease_until timestamp with time zone,
     CONSTRAINT subscriptions_audience_check CHECK (((audience IS NULL) OR (jsonb_typeof(audience) = 'object'::text))),
-    CONSTRAINT subscriptions_mode_check CHECK ((mode = ANY (ARRAY['delta'::text, 'notify'::text]))),
+    CONSTRAINT subscriptions_mode_check CHECK ((mode = ANY (ARRAY['delta'::text, 'notify'::text, 'changes'::text]))),
     CONSTRAINT subscriptions_query_id_check CHECK ((query_id ~ '^[^[:cntrl:]/?#]{1,200}$'::text))
 );
 
@@ -7268,36 +7676,6 @@ COMMENT ON TABLE plinth_private.released_jobs IS 'plinth: jobs a dead instance h
 
 ALTER TABLE plinth_private.runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME plinth_private.runs_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
-);
-
---
--- Name: demo_items; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.demo_items (
-    id bigint NOT NULL,
-    title text DEFAULT ''::text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
-);
-
---
--- Name: TABLE demo_items; Type: COMMENT; Schema: public; Owner: -
---
-
-COMMENT ON TABLE public.demo_items IS 'plinth: demo rows changed by POST /api/demo (development only).';
-
---
--- Name: demo_items_id_seq; Type: SEQUENCE; Schema: public; Owner: -
---
-
-ALTER TABLE public.demo_items ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
-    SEQUENCE NAME public.demo_items_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -7775,13 +8153,6 @@ ALTER TABLE ONLY plinth_private.runs
 
 ALTER TABLE ONLY plinth_private.schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
-
---
--- Name: demo_items demo_items_pkey; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.demo_items
-    ADD CONSTRAINT demo_items_pkey PRIMARY KEY (id);
 
 --
 -- Name: buckets buckets_pkey; Type: CONSTRAINT; Schema: storage; Owner: -
@@ -8345,6 +8716,30 @@ REVOKE ALL ON FUNCTION auth.admin_revoke_session(user_id uuid, session_id uuid) 
 REVOKE ALL ON FUNCTION auth.check_recovery_token(token_hash bytea) FROM PUBLIC;
 
 --
+-- Name: FUNCTION compat_end_sessions(user_id uuid, session_id uuid, scope text, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_end_sessions(user_id uuid, session_id uuid, scope text, context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION compat_user(user_id uuid); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_user(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION confirm_recovery(token_hash bytea, password_hash text, context jsonb); Type: ACL; Schema: auth; Owner: -
 --
 
@@ -8577,6 +8972,18 @@ REVOKE ALL ON FUNCTION auth_private.enqueue_no_mail(kind text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION auth_private.factors_json(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: COLUMN users.id; Type: ACL; Schema: auth; Owner: -
+--
+
+GRANT REFERENCES(id) ON TABLE auth.users TO plinth_sql;
+
+--
+-- Name: FUNCTION gotrue_user_json(u auth.users); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.gotrue_user_json(u auth.users) FROM PUBLIC;
 
 --
 -- Name: FUNCTION iso_utc(ts timestamp with time zone); Type: ACL; Schema: auth_private; Owner: -
@@ -9068,6 +9475,36 @@ REVOKE ALL ON FUNCTION live_private.publish(query_id text, new_snapshot jsonb, i
 REVOKE ALL ON FUNCTION live_private.publish_groups(instance_id uuid, ids bigint[], results jsonb[], errors text[], snaps text[], ins jsonb[], del jsonb[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION realtime_join(instance_id uuid, tbl text, role name, claims jsonb); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.realtime_join(instance_id uuid, tbl text, role name, claims jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION realtime_pk(rel oid); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.realtime_pk(rel oid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION realtime_pk_join(rel oid); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.realtime_pk_join(rel oid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION realtime_publish(channel text, group_id bigint, query_id text, seq bigint, changes jsonb, payload_limit integer); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.realtime_publish(channel text, group_id bigint, query_id text, seq bigint, changes jsonb, payload_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION realtime_sql(rel oid, role name); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.realtime_sql(rel oid, role name) FROM PUBLIC;
+
+--
 -- Name: FUNCTION refresh(query_id text); Type: ACL; Schema: live_private; Owner: -
 --
 
@@ -9240,6 +9677,12 @@ REVOKE ALL ON FUNCTION plinth_private.delete_schedule(name text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION plinth_private.enqueue(queue text, payload jsonb, options jsonb, OUT status text, OUT job_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION ensure_demo_items(); Type: ACL; Schema: plinth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION plinth_private.ensure_demo_items() FROM PUBLIC;
 
 --
 -- Name: FUNCTION instance_beat(id uuid, name text, worker_ids text[], dead_ms integer); Type: ACL; Schema: plinth_private; Owner: -
@@ -9858,18 +10301,6 @@ REVOKE SELECT ON TABLE pg_catalog.pg_prepared_statements FROM PUBLIC;
 --
 
 GRANT SELECT ON TABLE plinth.runs TO service_role;
-
---
--- Name: TABLE demo_items; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.demo_items TO service_role;
-
---
--- Name: SEQUENCE demo_items_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT,USAGE ON SEQUENCE public.demo_items_id_seq TO service_role;
 
 --
 -- Name: TABLE chunk_copy; Type: ACL; Schema: storage; Owner: -
