@@ -9,8 +9,12 @@ import t from 'tap';
 import * as OTPAuth from 'otpauth';
 import { jwtPayload, PASSWORD, signIn, signUp, startAuthApp, uniqueEmail } from './helpers.ts';
 import { open, refused } from '../live/helpers.ts';
+import { createTestDatabase } from '../helpers/database.ts';
 
-const app = await startAuthApp(t, { env: { ENABLE_SQL_ENDPOINT: 'true' } });
+// A table of the application's, made as a DBA's migration would (the service role reaches it by default).
+const db = await createTestDatabase(t);
+await db.sql`create table public.admin_aal_items (id serial primary key, title text)`;
+const app = await startAuthApp(t, { env: { ENABLE_SQL_ENDPOINT: 'true' }, db });
 
 /** Codes near a step boundary could be judged one step later by the server: start well inside a step. */
 async function insideStep(): Promise<void> {
@@ -43,7 +47,7 @@ t.test('an admin without a factor passes at aal1 (nothing more to prove)', async
   t.equal(jwtPayload(s.body.access_token).aal, 'aal1');
   const r = await app.call('GET', '/auth/v1/admin/users', { token: s.body.access_token });
   t.equal(r.status, 200);
-  t.equal((await app.call('GET', '/rest/v1/demo_items?select=id', { token: s.body.access_token, apikey: app.anonKey })).status, 200, 'and REST');
+  t.equal((await app.call('GET', '/rest/v1/admin_aal_items?select=id', { token: s.body.access_token, apikey: app.anonKey })).status, 200, 'and REST');
 });
 
 t.test("the admin's password alone no longer passes a service-role route once a factor is verified", async (t) => {
@@ -69,12 +73,12 @@ t.test("the admin's password alone no longer passes a service-role route once a 
     t.same([r.status, r.body], [403, { error: 'insufficient_aal' }], `${method} ${path} at aal1`);
   }
   // Nor does it act as the service role elsewhere (REST bypasses row-level security as service_role).
-  const rest = await app.call('GET', '/rest/v1/demo_items?select=id', { token: aal1, apikey: app.anonKey });
+  const rest = await app.call('GET', '/rest/v1/admin_aal_items?select=id', { token: aal1, apikey: app.anonKey });
   t.same([rest.status, rest.body], [403, { error: 'insufficient_aal' }], 'REST refuses aal1 too');
   const buckets = await app.call('GET', '/storage/v1/bucket', { token: aal1 });
   t.same([buckets.status, buckets.body], [403, { error: 'insufficient_aal' }], 'and storage');
-  t.equal((await app.call('GET', '/rest/v1/demo_items?select=id', { token: aal2, apikey: app.anonKey })).status, 200, 'REST at aal2');
-  await app.db.sql`select live.subscribe('admin_aal_items', 'select id from public.demo_items')`;
+  t.equal((await app.call('GET', '/rest/v1/admin_aal_items?select=id', { token: aal2, apikey: app.anonKey })).status, 200, 'REST at aal2');
+  await app.db.sql`select live.subscribe('admin_aal_items', 'select id from public.admin_aal_items')`;
   const ws = await refused(app, '/ws/admin_aal_items', { headers: { authorization: `Bearer ${aal1}` } });
   t.same(ws, { status: 403, body: { error: 'insufficient_aal' } }, 'a live query refuses aal1 before the upgrade');
   const live = await open(app, '/ws/admin_aal_items', { headers: { authorization: `Bearer ${aal2}` } });

@@ -6,8 +6,12 @@
  */
 import t from 'tap';
 import { startApp } from '../helpers/app.ts';
+import { createTestDatabase } from '../helpers/database.ts';
 
-const app = await startApp(t, { worker: false, env: { ENABLE_SQL_ENDPOINT: 'true' } });
+// A table of the application's, made as a DBA's migration would (owned by the migration role).
+const db = await createTestDatabase(t);
+await db.sql`create table public.made_by_migration (id serial primary key, title text)`;
+const app = await startApp(t, { worker: false, env: { ENABLE_SQL_ENDPOINT: 'true' }, db });
 const q = (query: string) => app.call('POST', '/api/sql', { token: app.serviceKey, body: { query } });
 
 t.test('the situation is the embedded one: the service connects as a superuser', async (t) => {
@@ -65,7 +69,7 @@ t.test('DDL on public still works, and REST serves what it made', async (t) => {
     rest = await app.call('GET', '/rest/v1/made_by_sql?select=v', { token: app.serviceKey, apikey: app.serviceKey });
   }
   t.same([rest.status, rest.body], [200, [{ v: 'one' }]], 'the service role reaches the new table by default');
-  const demo = await q("insert into public.demo_items (title) values ('from sql') returning title");
+  const demo = await q("insert into public.made_by_migration (title) values ('from sql') returning title");
   t.same([demo.status, demo.body], [200, [{ title: 'from sql' }]], "the migrations' tables are read and written");
   const drop = await q('drop table public.made_by_sql');
   t.equal(drop.status, 200, 'and dropped');
