@@ -5,7 +5,13 @@
  * Without the setting no job carries `compat`, and the interface's mails are unchanged.
  */
 import type { RuntimeConfig } from '../../core/config.ts';
-import type { Email } from '../mail.ts';
+
+/** A mail as ../mail.ts sends it (its `Email`, structurally: imported, it would close a cycle). */
+export interface CompatEmail {
+  subject: string;
+  text: string;
+  link: string;
+}
 
 export interface CompatMailFields {
   sealed_code: string;
@@ -20,7 +26,7 @@ export function isCompatFields(v: unknown): v is CompatMailFields {
   return typeof o.sealed_code === 'string' && typeof o.redirect_to === 'string' && typeof o.type === 'string';
 }
 
-export function composeCompatEmail(config: Pick<RuntimeConfig, 'apiExternalUrl'>, token: string, code: string, f: CompatMailFields): Email {
+export function composeCompatEmail(config: Pick<RuntimeConfig, 'apiExternalUrl'>, token: string, code: string, f: CompatMailFields): CompatEmail {
   const p = new URLSearchParams({ token, type: f.type, redirect_to: f.redirect_to });
   const link = `${config.apiExternalUrl}/auth/v1/verify?${p.toString()}`;
   if (f.type === 'recovery') {
