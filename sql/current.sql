@@ -1,1 +1,6 @@
 -- Enter migration here
+--!include auth/admin_users.sql
+--!include auth/types.sql
+--!include auth/sessions.sql
+--!include auth/accounts.sql
+--!include auth/mfa.sql

@@ -36,6 +36,8 @@ export interface GrantRow<S extends string> {
   user_json: User | null;
   aal: 'aal1' | 'aal2' | null;
   amr: AmrEntry[] | null;
+  /** The `app_metadata` claim (auth_private.app_metadata). */
+  app_metadata: Record<string, unknown> | null;
 }
 
 export type SessionGrant = GrantRow<string>;
@@ -143,6 +145,7 @@ export interface PasswordCredentials {
   role: string | null;
   user_email: string | null;
   is_anonymous: boolean | null;
+  app_metadata: Record<string, unknown> | null;
 }
 
 /** A password sign-in the service judged wrong: audited (the user when the address names one). */

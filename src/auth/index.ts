@@ -14,6 +14,7 @@ import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
 import { registerAdminSessionRoutes } from './admin-sessions.ts';
+import { registerAdminUserRoutes } from './admin-users.ts';
 import { registerOAuthRoutes } from './oauth/index.ts';
 
 const purge = periodic({
@@ -30,6 +31,7 @@ export const authArea: Area = {
     void dummyHash();
     registerAuthRoutes(app, deps);
     registerAdminSessionRoutes(app, deps);
+    registerAdminUserRoutes(app, deps);
     registerOAuthRoutes(app, deps);
     // A pending purge keeps its time (preserve_run_at): restarts do not postpone it.
     await purge.start(deps);

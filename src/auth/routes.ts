@@ -227,8 +227,8 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
         const hash = c.status === 'ok' ? c.password_hash : null;
         // Known account: sign its access token while argon2 runs (see presignSession).
         const presigned =
-          c.user_id !== null && c.role !== null && c.is_anonymous !== null
-            ? presignSession(deps, { id: c.user_id, role: c.role, email: c.user_email, is_anonymous: c.is_anonymous })
+          c.user_id !== null && c.role !== null && c.is_anonymous !== null && c.app_metadata !== null
+            ? presignSession(deps, { id: c.user_id, role: c.role, email: c.user_email, is_anonymous: c.is_anonymous, app_metadata: c.app_metadata })
             : null;
         // Unknown address or no password: a dummy verification of the same cost (no enumeration).
         const matches = await verifyPassword(hash, b.password);
