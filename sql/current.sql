@@ -4,3 +4,4 @@
 --!include auth/sessions.sql
 --!include auth/accounts.sql
 --!include auth/mfa.sql
+--!include auth/guests.sql

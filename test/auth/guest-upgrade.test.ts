@@ -1,0 +1,89 @@
+/**
+ * Guests become users: a guest that gives an email and a password (PUT or PATCH
+ * /auth/v1/user) keeps its id and the rows keyed on it and, once the address is
+ * confirmed, is `is_anonymous: false` with the `authenticated` role — at once without
+ * REQUIRE_EMAIL_VERIFICATION, after the emailed link (real SMTP receiver) with it.
+ */
+import t from 'tap';
+import { createTestDatabase } from '../helpers/database.ts';
+import type { TestApp } from '../helpers/app.ts';
+import { jwtPayload, linksOf, PASSWORD, refresh, signIn, startAuthApp, startSmtp, uniqueEmail } from './helpers.ts';
+
+async function seeded() {
+  const db = await createTestDatabase(t);
+  await db.sql.unsafe(`
+    create table public.carts (id bigint generated always as identity primary key, owner uuid not null default auth.uid(), item text not null);
+    alter table public.carts enable row level security;
+    create policy own_carts on public.carts for all to anonymous, authenticated using (owner = auth.uid()) with check (owner = auth.uid());
+    grant select, insert on public.carts to anonymous, authenticated;
+  `);
+  return db;
+}
+
+/** A guest with a row of its own. */
+async function guestWithRow(app: TestApp) {
+  const g = await app.call('POST', '/auth/v1/anonymous');
+  if (g.status !== 201) throw new Error(`anonymous: ${g.status}`);
+  const ins = await app.call('POST', '/rest/v1/carts', { token: g.body.access_token as string, body: { item: 'a lamp' } });
+  if (ins.status !== 201) throw new Error(`insert: ${ins.status} ${ins.text}`);
+  return g.body as { access_token: string; refresh_token: string; user: { id: string } };
+}
+
+const items = async (app: TestApp, token: string) => (await app.call('GET', '/rest/v1/carts?select=item', { token })).body as unknown;
+
+t.test('without REQUIRE_EMAIL_VERIFICATION: a user at once, same id, same rows', async (t) => {
+  const app = await startAuthApp(t, { db: await seeded(), env: { ALLOW_ANONYMOUS_SIGNIN: 'true' } });
+  for (const method of ['PUT', 'PATCH']) {
+    const guest = await guestWithRow(app);
+    const email = uniqueEmail('guest');
+    const r = await app.call(method, '/auth/v1/user', { token: guest.access_token, body: { email, password: PASSWORD } });
+    t.equal(r.status, 200, method);
+    t.equal(r.body.id, guest.user.id);
+    t.equal(r.body.role, 'authenticated', `${method}: the authenticated role`);
+    const [row] = await app.db.sql`select is_anonymous, role, email_confirmed_at is not null as confirmed from auth.users where id = ${guest.user.id}`;
+    t.same({ ...row }, { is_anonymous: false, role: 'authenticated', confirmed: true }, `${method}: no guest any more`);
+    const s = await signIn(app, email);
+    t.equal(s.status, 200, 'signs in with the email and password');
+    const claims = jwtPayload(s.body.access_token as string);
+    t.same([claims.sub, claims.is_anonymous, claims.role], [guest.user.id, false, 'authenticated'], 'the same id, not anonymous');
+    t.same(await items(app, s.body.access_token as string), [{ item: 'a lamp' }], 'the guest\'s rows are the user\'s');
+    const next = await refresh(app, guest.refresh_token);
+    t.equal(next.status, 200, 'the guest\'s own session goes on');
+    t.same([jwtPayload(next.body.access_token as string).is_anonymous, jwtPayload(next.body.access_token as string).role], [false, 'authenticated']);
+  }
+  const taken = await guestWithRow(app);
+  const other = uniqueEmail('taken');
+  await app.call('POST', '/auth/v1/signup', { body: { email: other, password: PASSWORD } });
+  const r = await app.call('PUT', '/auth/v1/user', { token: taken.access_token, body: { email: other, password: PASSWORD } });
+  t.same([r.status, r.body], [409, { error: 'email already registered' }], 'another account\'s address');
+  const [row] = await app.db.sql`select is_anonymous from auth.users where id = ${taken.user.id}`;
+  t.equal(row.is_anonymous, true, 'still a guest');
+});
+
+t.test('with REQUIRE_EMAIL_VERIFICATION: a guest until the emailed link', async (t) => {
+  const smtp = await startSmtp(t);
+  const app = await startAuthApp(t, {
+    db: await seeded(),
+    env: { ALLOW_ANONYMOUS_SIGNIN: 'true', REQUIRE_EMAIL_VERIFICATION: 'true', SMTP_URL: smtp.url, API_EXTERNAL_URL: 'https://api.plinth.test' },
+  });
+  const guest = await guestWithRow(app);
+  const email = uniqueEmail('vguest');
+  const r = await app.call('PATCH', '/auth/v1/user', { token: guest.access_token, body: { email, password: PASSWORD } });
+  t.equal(r.status, 200);
+  const before = await app.db.sql`select is_anonymous, role from auth.users where id = ${guest.user.id}`;
+  t.same({ ...before[0] }, { is_anonymous: true, role: 'anonymous' }, 'a guest while the address is unconfirmed');
+  t.same((await signIn(app, email)).body, { error: 'email not verified' });
+  const links = linksOf((await smtp.next(email)).text);
+  t.equal(links.length, 1, 'a confirmation email');
+  const link = new URL(links[0]);
+  t.equal(link.pathname, '/auth/v1/verify');
+  t.equal((await app.call('GET', link.pathname + link.search)).status, 200);
+  const after = await app.db.sql`select is_anonymous, role from auth.users where id = ${guest.user.id}`;
+  t.same({ ...after[0] }, { is_anonymous: false, role: 'authenticated' }, 'a user once confirmed');
+  const s = await signIn(app, email);
+  t.equal(s.status, 200);
+  t.equal(jwtPayload(s.body.access_token as string).sub, guest.user.id, 'the same id');
+  t.same(await items(app, s.body.access_token as string), [{ item: 'a lamp' }], 'and its rows');
+  const audit = await app.db.sql`select action from auth.audit_log_entries where user_id = ${guest.user.id} and action = 'guest_upgraded'`;
+  t.equal(audit.length, 1, 'audited');
+});
