@@ -5,3 +5,4 @@
 --!include auth/accounts.sql
 --!include auth/mfa.sql
 --!include auth/guests.sql
+--!include auth/oauth_link.sql

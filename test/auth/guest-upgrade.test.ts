@@ -2,12 +2,16 @@
  * Guests become users: a guest that gives an email and a password (PUT or PATCH
  * /auth/v1/user) keeps its id and the rows keyed on it and, once the address is
  * confirmed, is `is_anonymous: false` with the `authenticated` role — at once without
- * REQUIRE_EMAIL_VERIFICATION, after the emailed link (real SMTP receiver) with it.
+ * REQUIRE_EMAIL_VERIFICATION, after the emailed link (real SMTP receiver) with it; a guest
+ * that links an OAuth identity (GET /auth/v1/user/identities/authorize, a real OpenID
+ * provider) the same.
  */
 import t from 'tap';
 import { createTestDatabase } from '../helpers/database.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { jwtPayload, linksOf, PASSWORD, refresh, signIn, startAuthApp, startSmtp, uniqueEmail } from './helpers.ts';
+import { callback, landing, REDIRECT_URI, SITE_URL, STATE_COOKIE, visitProvider } from './oauth/browser.ts';
+import { startOidcProvider } from './oauth/fakes.ts';
 
 async function seeded() {
   const db = await createTestDatabase(t);
@@ -86,4 +90,41 @@ t.test('with REQUIRE_EMAIL_VERIFICATION: a guest until the emailed link', async 
   t.same(await items(app, s.body.access_token as string), [{ item: 'a lamp' }], 'and its rows');
   const audit = await app.db.sql`select action from auth.audit_log_entries where user_id = ${guest.user.id} and action = 'guest_upgraded'`;
   t.equal(audit.length, 1, 'audited');
+});
+
+t.test('a guest that links an OAuth identity becomes a user, same id, same rows', async (t) => {
+  const oidc = await startOidcProvider(t, { clientId: 'link-oidc', clientSecret: 'link-oidc-secret', redirectUri: REDIRECT_URI, conformIdTokenClaims: true });
+  const app = await startAuthApp(t, {
+    db: await seeded(),
+    worker: false,
+    env: { ALLOW_ANONYMOUS_SIGNIN: 'true', SITE_URL, OIDC_CLIENT_ID: 'link-oidc', OIDC_CLIENT_SECRET: 'link-oidc-secret', OIDC_ISSUER_URL: oidc.issuer },
+  });
+  async function link(token: string, email: string) {
+    const start = await app.call('GET', '/auth/v1/user/identities/authorize?provider=oidc', { token });
+    if (start.status !== 200) return { start, landing: null };
+    const cookie = start.headers.getSetCookie().find((c) => c.startsWith(`${STATE_COOKIE}=`))!.split(';')[0];
+    oidc.next = { account: { email, email_verified: true } };
+    const back = await visitProvider(new URL(start.body.url as string));
+    return { start, landing: landing(await callback(app, back, cookie)) };
+  }
+  const guest = await guestWithRow(app);
+  const email = uniqueEmail('linked');
+  const { start, landing: l } = await link(guest.access_token, email);
+  t.equal(start.status, 200, 'the provider\'s address, as GoTrue answers it');
+  t.equal(l!.target, SITE_URL);
+  const token = l!.fragment.get('access_token')!;
+  const claims = jwtPayload(token);
+  t.same([claims.sub, claims.is_anonymous, claims.role, claims.email], [guest.user.id, false, 'authenticated', email], 'the guest is a user now');
+  t.same((jwtPayload(token).app_metadata as Record<string, unknown>).provider, 'oidc');
+  t.same(await items(app, token), [{ item: 'a lamp' }], 'with its rows');
+
+  const again = await app.call('GET', '/auth/v1/user/identities/authorize?provider=oidc', { token });
+  t.same([again.status, again.body], [422, { error: 'only a guest links an identity' }], 'a user with an address links nothing');
+  t.equal((await app.call('GET', '/auth/v1/user/identities/authorize?provider=oidc')).status, 401, 'a user\'s token is needed');
+
+  const other = await guestWithRow(app);
+  const taken = await link(other.access_token, email);
+  t.same([taken.landing!.fragment.get('error')], ['identity_already_exists'], 'another account\'s address');
+  const [row] = await app.db.sql`select is_anonymous, email from auth.users where id = ${other.user.id}`;
+  t.same({ ...row }, { is_anonymous: true, email: null }, 'that guest stays a guest');
 });
