@@ -122,6 +122,14 @@ t.test('a guest that links an OAuth identity becomes a user, same id, same rows'
   t.same([again.status, again.body], [422, { error: 'only a guest links an identity' }], 'a user with an address links nothing');
   t.equal((await app.call('GET', '/auth/v1/user/identities/authorize?provider=oidc')).status, 401, 'a user\'s token is needed');
 
+  await app.call('PUT', `/auth/v1/admin/users/${guest.user.id}`, { token: app.serviceKey, body: { ban_duration: '1h' } });
+  const started = await app.call('GET', '/auth/v1/authorize?provider=oidc');
+  oidc.next = { account: { email, email_verified: true } };
+  const cookie = started.headers.getSetCookie().find((c) => c.startsWith(`${STATE_COOKIE}=`))!.split(';')[0];
+  const banned = landing(await callback(app, await visitProvider(new URL(started.headers.get('location')!)), cookie));
+  t.same([banned.target, banned.fragment.get('error'), banned.fragment.get('error_description')], [SITE_URL, 'access_denied', 'user is banned'],
+    'a banned user\'s OAuth sign-in lands back at the site with the reason');
+
   const other = await guestWithRow(app);
   const taken = await link(other.access_token, email);
   t.same([taken.landing!.fragment.get('error')], ['identity_already_exists'], 'another account\'s address');

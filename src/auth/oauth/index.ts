@@ -47,6 +47,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as client from 'openid-client';
 import type { Deps } from '../../core/area.ts';
 import { AppError } from '../../core/errors.ts';
+import type { GrantRow } from '../db.ts';
 import { auditContext, isOkGrant, sessionFromGrant, sessionFragmentUrl } from '../sessions.ts';
 import { hashToken, newOpaqueToken } from '../tokens.ts';
 import * as q from './db.ts';
@@ -131,6 +132,21 @@ function describe(err: unknown): Record<string, unknown> {
 /** Constant-time comparison of the cookie and the parameter (their SHA-256s, so the lengths match). */
 function sameState(a: string, b: string): boolean {
   return timingSafeEqual(hashToken(a), hashToken(b));
+}
+
+/**
+ * The callback's account step: a guest's linking request gives that guest the identity;
+ * otherwise sign in (or up) by it. A banned user (403 `user is banned`) comes back as the
+ * error, for the application to get it as a code like every OAuth failure.
+ */
+async function signInOrLink(sql: Deps['db']['sql'], state: string, account: q.OAuthSignInInput): Promise<GrantRow<q.OAuthLinkStatus> | AppError> {
+  const linkUser = await q.oauthStateLinkUser(sql, hashToken(state));
+  try {
+    return linkUser === null ? await q.oauthSignIn(sql, account) : await q.oauthLinkGuest(sql, linkUser, account);
+  } catch (err) {
+    if (err instanceof AppError && err.status === 403) return err;
+    throw err;
+  }
 }
 
 export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
@@ -241,10 +257,10 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
       refreshTtl: config.refreshTokenTtl,
       context: auditContext(req, config),
     };
-    // A guest's linking request gives that guest the identity; otherwise sign in (or up) by it.
-    const linkUser = await q.oauthStateLinkUser(sql, hashToken(state));
-    const r = linkUser === null ? await q.oauthSignIn(sql, account) : await q.oauthLinkGuest(sql, linkUser, account);
-    switch (r.status) {
+    const r = await signInOrLink(sql, state, account);
+    if (r instanceof AppError) return fail(reply, 'access_denied', r.publicMessage);
+    const status = r.status;
+    switch (status) {
       case 'ok': {
         if (!isOkGrant(r)) throw new Error('oauth_sign_in: ok without a session');
         let session;
@@ -265,7 +281,7 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
       case 'not_a_guest':
         return fail(reply, 'not_a_guest', 'only a guest links an identity');
       default:
-        return unreachable(r.status);
+        return unreachable(status);
     }
   }
 
