@@ -1,11 +1,11 @@
 /**
- * Admin routes over a user's sessions and address (service role): list the refresh-token
- * families, end one, confirm an address. The dashboard's Users view uses them; the SQL
+ * Admin routes over a user's sessions (service role): list the refresh-token families, end
+ * one (confirming an address is PUT /auth/v1/admin/users/{id}, admin-users.ts). The dashboard's Users view uses them; the SQL
  * functions (sql/fixtures/auth/admin_sessions.sql) own the rows.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../core/area.ts';
-import { AppError, ERRORS } from '../core/errors.ts';
+import { AppError } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
 import { AUTH_ERRORS } from './routes.ts';
 
@@ -36,14 +36,5 @@ export function registerAdminSessionRoutes(app: FastifyInstance, { db, credentia
     const [r]: [{ status: string }] = await sql`select auth.admin_revoke_session(${id}, ${req.params.session}) as status`;
     if (r.status !== 'ok') throw ADMIN_SESSION_ERRORS.sessionNotFound();
     return reply.code(200).send({ message: 'session revoked' });
-  });
-
-  app.put<{ Params: { id: string } }>('/auth/v1/admin/users/:id', { onRequest: serviceRole }, async (req, reply) => {
-    const id = userId(req.params.id);
-    const b = req.body as { email_confirm?: unknown } | null;
-    if (!b || typeof b !== 'object' || Array.isArray(b) || typeof b.email_confirm !== 'boolean') throw ERRORS.invalidBody();
-    const [r]: [{ u: string | null }?] = await sql`select auth.admin_confirm_email(${id}, ${b.email_confirm})::text as u`;
-    if (!r || r.u === null) throw AUTH_ERRORS.userNotFound();
-    return sendJsonText(reply, 200, r.u);
   });
 }

@@ -36,6 +36,8 @@ export interface GrantRow<S extends string> {
   user_json: User | null;
   aal: 'aal1' | 'aal2' | null;
   amr: AmrEntry[] | null;
+  /** The `app_metadata` claim (auth_private.app_metadata). */
+  app_metadata: Record<string, unknown> | null;
 }
 
 export type SessionGrant = GrantRow<string>;
@@ -143,6 +145,7 @@ export interface PasswordCredentials {
   role: string | null;
   user_email: string | null;
   is_anonymous: boolean | null;
+  app_metadata: Record<string, unknown> | null;
 }
 
 /** A password sign-in the service judged wrong: audited (the user when the address names one). */
@@ -183,13 +186,15 @@ export interface UpdateUserInput {
   context: AuditContext | null;
   /** The caller's token's `aal`: with a verified factor the email and password change only at aal2. */
   aal: string | null;
+  /** A guest giving an address under REQUIRE_EMAIL_VERIFICATION: the confirmation token (hash and sealed). */
+  verification?: { hash: Buffer; sealed: string } | null;
 }
 
 export async function updateUser(sql: Sql, userId: string, i: UpdateUserInput): Promise<UserRow<UpdateUserStatus>> {
   const [r] = await call(
     sql<UserRow<UpdateUserStatus>[]>`select * from auth.update_user(${userId}::uuid, ${i.email}::text, ${i.passwordHash}::text,
       ${i.userMetadata === null ? null : sql.json(i.userMetadata as postgres.JSONValue)}::jsonb, ${i.sessionId}::uuid,
-      ${auditParam(sql, i.context)}::jsonb, ${i.aal}::text)`,
+      ${auditParam(sql, i.context)}::jsonb, ${i.aal}::text, ${i.verification?.hash ?? null}::bytea, ${i.verification?.sealed ?? null}::text)`,
   );
   return r;
 }

@@ -15,6 +15,7 @@ import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
 import { registerSupabaseCompat } from './compat/routes.ts';
 import { registerAdminSessionRoutes } from './admin-sessions.ts';
+import { registerAdminUserRoutes } from './admin-users.ts';
 import { registerOAuthRoutes } from './oauth/index.ts';
 
 const purge = periodic({
@@ -33,6 +34,7 @@ export const authArea: Area = {
     if (deps.config.supabaseCompat) registerSupabaseCompat(app, deps);
     registerAuthRoutes(app, deps);
     registerAdminSessionRoutes(app, deps);
+    registerAdminUserRoutes(app, deps);
     registerOAuthRoutes(app, deps);
     // A pending purge keeps its time (preserve_run_at): restarts do not postpone it.
     await purge.start(deps);

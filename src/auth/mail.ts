@@ -5,6 +5,7 @@
  *   verification  API_EXTERNAL_URL/auth/v1/verify?token=…            (24 hours)
  *   magic_link    API_EXTERNAL_URL/auth/v1/magiclink/verify?token=…  (1 hour, once)
  *   recovery      SITE_URL/reset-password?token=…                     (1 hour, once)
+ *   invite        API_EXTERNAL_URL/auth/v1/magiclink/verify?token=…  (24 hours, once)
  * Two more shapes of job:
  *   account_changed  the notice to the former address after an email or password change
  *                    (PATCH /auth/v1/user): plain text, no token, no link;
@@ -32,7 +33,7 @@ import { unseal } from './tokens.ts';
 import { composeCompatEmail, isCompatFields } from './compat/mail.ts';
 
 /** The emails that carry a one-time token. */
-export type EmailKind = 'verification' | 'recovery' | 'magic_link';
+export type EmailKind = 'verification' | 'recovery' | 'magic_link' | 'invite';
 
 export interface EmailPayload {
   kind: EmailKind;
@@ -85,6 +86,14 @@ export function composeEmail(config: Pick<RuntimeConfig, 'apiExternalUrl' | 'sit
         text: `Sign in by opening this link:\n\n${link}\n\nThe link is valid for 1 hour and works once. If you did not ask for it, you can ignore this email.\n`,
       };
     }
+    case 'invite': {
+      const link = `${config.apiExternalUrl}/auth/v1/magiclink/verify?token=${t}`;
+      return {
+        subject: 'You have been invited',
+        link,
+        text: `You have been invited to create an account. Accept the invitation by opening this link:\n\n${link}\n\nThe link is valid for 24 hours and works once. If you did not expect it, you can ignore this email.\n`,
+      };
+    }
     case 'recovery': {
       const link = `${config.siteUrl}/reset-password?token=${t}`;
       return {
@@ -114,7 +123,7 @@ export function composeAccountChanged(p: Pick<AccountChangedPayload, 'email_chan
   };
 }
 
-const TOKEN_KINDS: ReadonlySet<unknown> = new Set(['verification', 'recovery', 'magic_link']);
+const TOKEN_KINDS: ReadonlySet<unknown> = new Set(['verification', 'recovery', 'magic_link', 'invite']);
 
 function isPayload(p: unknown): p is SendEmailPayload {
   if (typeof p !== 'object' || p === null) return false;

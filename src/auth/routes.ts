@@ -16,6 +16,7 @@ import { clientIp } from '../core/http.ts';
 import * as q from './db.ts';
 import { hashPassword, needsRehash, verifyPassword } from './passwords.ts';
 import { registerMfaRoutes } from './mfa.ts';
+import { registerUserUpdateRoutes } from './user-update.ts';
 import {
   auditContext,
   completePresignedSession,
@@ -96,7 +97,6 @@ const tokenSchema = {
   required: ['grant_type'],
   properties: { grant_type: { type: 'string', enum: ['password', 'refresh_token'] }, email: str, password: str, refresh_token: str },
 } as const;
-const updateUserSchema = { type: 'object', properties: { email: str, password: str, data: obj } } as const;
 const emailSchema = { type: 'object', required: ['email'], properties: { email: str } } as const;
 const recoverConfirmSchema = { type: 'object', required: ['token', 'password'], properties: { token: str, password: str } } as const;
 const adminCreateSchema = {
@@ -122,11 +122,6 @@ interface TokenBody {
   refresh_token?: string;
 }
 interface AnonymousBody {
-  data?: Record<string, unknown>;
-}
-interface UpdateUserBody {
-  email?: string;
-  password?: string;
   data?: Record<string, unknown>;
 }
 interface EmailBody {
@@ -227,8 +222,8 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
         const hash = c.status === 'ok' ? c.password_hash : null;
         // Known account: sign its access token while argon2 runs (see presignSession).
         const presigned =
-          c.user_id !== null && c.role !== null && c.is_anonymous !== null
-            ? presignSession(deps, { id: c.user_id, role: c.role, email: c.user_email, is_anonymous: c.is_anonymous })
+          c.user_id !== null && c.role !== null && c.is_anonymous !== null && c.app_metadata !== null
+            ? presignSession(deps, { id: c.user_id, role: c.role, email: c.user_email, is_anonymous: c.is_anonymous, app_metadata: c.app_metadata })
             : null;
         // Unknown address or no password: a dummy verification of the same cost (no enumeration).
         const matches = await verifyPassword(hash, b.password);
@@ -305,40 +300,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
     }
   });
 
-  app.patch<{ Body: UpdateUserBody }>('/auth/v1/user', { schema: { body: updateUserSchema }, onRequest: userGate }, async (req, reply) => {
-    const cred = userOf(req);
-    const b = body(req.body);
-    if (b.email !== undefined) checkEmail(b.email);
-    if (b.password !== undefined) checkPassword(b.password);
-    if (b.email === undefined && b.password === undefined && b.data === undefined) {
-      const r = await q.getUser(sql, cred.userId);
-      if (r.status === 'not_found') throw AUTH_ERRORS.userNotFound();
-      return reply.send(r.user_json);
-    }
-    const sessionId = cred.claimsObject.session_id;
-    const r = await q.updateUser(sql, cred.userId, {
-      email: b.email ?? null,
-      passwordHash: b.password === undefined ? null : await hashPassword(b.password),
-      userMetadata: b.data ?? null,
-      // An email or password change ends the user's other sessions; the caller's stays.
-      sessionId: typeof sessionId === 'string' && UUID.test(sessionId) ? sessionId : null,
-      context: audit(req),
-      // With a verified factor, the email and the password change only at aal2 (GoTrue).
-      aal: typeof cred.claimsObject.aal === 'string' ? cred.claimsObject.aal : null,
-    });
-    switch (r.status) {
-      case 'ok':
-        return reply.send(r.user_json);
-      case 'not_found':
-        throw AUTH_ERRORS.userNotFound();
-      case 'email_taken':
-        throw AUTH_ERRORS.emailTaken();
-      case 'insufficient_aal':
-        throw ERRORS.insufficientAal();
-      default:
-        return unreachable(r.status);
-    }
-  });
+  registerUserUpdateRoutes(app, deps, { userGate, userOf, audit });
 
   app.post('/auth/v1/logout', { onRequest: userGate }, async (req, reply) => {
     const cred = userOf(req);

@@ -11,7 +11,8 @@
  * - `presignSession` + `completePresignedSession`: password sign-in, which signs the
  *   access token while argon2 runs (see there).
  *
- * Every access token carries `aal` and `amr` from the session (types.sql). When
+ * Every access token carries `aal` and `amr` from the session (types.sql) and the user's
+ * `app_metadata` (admin_users.sql), which RLS policies read through auth.jwt(). When
  * AUTH_HOOK_CUSTOM_ACCESS_TOKEN names a SQL function, the claims pass through it before
  * they are signed (hook.sql holds the rules; this module holds the 2-second limit).
  */
@@ -37,10 +38,11 @@ export interface OkGrant {
   user_json: User;
   aal: 'aal1' | 'aal2';
   amr: AmrEntry[];
+  app_metadata: Record<string, unknown>;
 }
 
 export function isOkGrant(g: SessionGrant): g is SessionGrant & OkGrant {
-  return g.status === 'ok' && g.session_id !== null && g.user_json !== null && g.aal !== null && g.amr !== null;
+  return g.status === 'ok' && g.session_id !== null && g.user_json !== null && g.aal !== null && g.amr !== null && g.app_metadata !== null;
 }
 
 /** What the audit log keeps of a request: the client IP, the user agent and the request id. */
@@ -123,6 +125,7 @@ export async function sessionFromGrant(deps: SessionDeps, grant: OkGrant, refres
     is_anonymous: grant.is_anonymous,
     aal: grant.aal,
     amr: grant.amr,
+    app_metadata: grant.app_metadata,
   };
   let access_token: string;
   if (config.authHookCustomAccessToken === null) {
@@ -159,7 +162,7 @@ export interface PresignedSession {
 
 export function presignSession(
   deps: Pick<Deps, 'config'>,
-  user: { id: string; role: string; email: string | null; is_anonymous: boolean },
+  user: { id: string; role: string; email: string | null; is_anonymous: boolean; app_metadata: Record<string, unknown> },
 ): PresignedSession {
   const claims: AccessTokenClaims = {
     sub: user.id,
@@ -169,6 +172,7 @@ export function presignSession(
     is_anonymous: user.is_anonymous,
     aal: 'aal1',
     amr: [{ method: 'password', timestamp: Math.floor(Date.now() / 1000) }],
+    app_metadata: user.app_metadata,
   };
   // With a hook the token is signed after it, in completePresignedSession.
   const accessToken =
@@ -188,7 +192,8 @@ export async function completePresignedSession(deps: SessionDeps, p: PresignedSe
     deps.config.authHookCustomAccessToken !== null ||
     u.role !== p.claims.role ||
     u.email !== p.claims.email ||
-    grant.is_anonymous !== p.claims.is_anonymous
+    grant.is_anonymous !== p.claims.is_anonymous ||
+    JSON.stringify(grant.app_metadata) !== JSON.stringify(p.claims.app_metadata)
   ) {
     // A hook to run, or changed in the meantime (milliseconds): sign with what the database says now.
     return sessionFromGrant(deps, grant, p.refresh.token, 'password');

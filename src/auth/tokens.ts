@@ -78,6 +78,8 @@ export interface AccessTokenClaims {
   aal: 'aal1' | 'aal2';
   /** The methods that authenticated the session, oldest first. */
   amr: { method: string; timestamp: number }[];
+  /** What an admin set, with `provider` and `providers` (auth_private.app_metadata). */
+  app_metadata: Record<string, unknown>;
 }
 
 /**
@@ -111,6 +113,7 @@ export function accessTokenClaims(claims: AccessTokenClaims, ttl: number, now = 
     is_anonymous: claims.is_anonymous,
     aal: claims.aal,
     amr: claims.amr,
+    app_metadata: claims.app_metadata,
     iat: now,
     exp: now + ttl,
   };

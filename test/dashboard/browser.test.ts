@@ -2,7 +2,7 @@
 /**
  * The dashboard in headless Chromium against a seeded plinth: the first admin made through
  * the setup link, sign-in with an admin account, a refused non-admin, and every view with one
- * action in each (a row inserted, edited and deleted; SQL run; a user created; a bucket made
+ * action in each (a row inserted, edited and deleted; SQL run; a user created and edited; a bucket made
  * and an image uploaded and previewed; a webhook created and its delivery seen; a function
  * invoked; a live subscriber appearing; a failed request in the logs; the settings). No
  * console error on the way. Screenshots of every view go to .artifacts/dashboard/ (not
@@ -124,7 +124,7 @@ async function run() {
     t.pass('42');
   });
 
-  await t.test('Users: a user created, found and deleted', async (t) => {
+  await t.test('Users: a user created, found, edited (metadata, ban) and deleted', async (t) => {
     await view('Users', 'Users');
     const user = uniqueEmail('someone');
     await page.getByLabel('Email', { exact: true }).fill(user);
@@ -141,6 +141,17 @@ async function run() {
     await shot('users');
     const refresh = await app.call('POST', '/auth/v1/token', { body: { grant_type: 'refresh_token', refresh_token: signedIn.body.refresh_token } });
     t.equal(refresh.status, 401, 'the revoked session refreshes no more');
+    await page.getByRole('button', { name: `Edit ${user}` }).click();
+    await page.getByLabel('app_metadata (JSON)').fill('{"plan": "pro"}');
+    await page.getByLabel('user_metadata (JSON)').fill('{"name": "Someone"}');
+    await page.getByLabel('Ban').selectOption('24h');
+    await page.getByRole('button', { name: 'Save user' }).click();
+    await page.getByRole('heading', { name: `Edit ${user}` }).waitFor({ state: 'detached' });
+    const edited = await app.call('GET', `/auth/v1/admin/users/${signedIn.body.user.id as string}`, { token: app.serviceKey });
+    t.same([edited.body.app_metadata.plan, edited.body.user_metadata], ['pro', { name: 'Someone' }], 'the metadata edited');
+    t.type(edited.body.banned_until, 'string', 'banned');
+    const banned = await app.call('POST', '/auth/v1/token', { body: { grant_type: 'password', email: user, password: PASSWORD } });
+    t.same([banned.status, banned.body], [403, { error: 'user is banned' }], 'the banned user signs in no more');
     await page.getByRole('button', { name: `Delete ${user}` }).click();
     await page.getByRole('button', { name: `Really delete ${user}` }).click();
     await page.getByRole('cell', { name: user, exact: true }).waitFor({ state: 'detached' });

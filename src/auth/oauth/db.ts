@@ -64,3 +64,28 @@ export async function oauthSignIn(sql: Sql, i: OAuthSignInInput): Promise<GrantR
   );
   return r;
 }
+
+// ── a guest links an identity (sql/fixtures/auth/oauth_link.sql) ────────────────────────
+
+export async function createOAuthLinkState(sql: Sql, s: NewOAuthState, userId: string): Promise<'ok' | 'not_a_guest'> {
+  const [r] = await call(
+    sql<{ status: 'ok' | 'not_a_guest' }[]>`select auth.create_oauth_link_state(${s.stateHash}, ${s.provider}, ${s.codeVerifier}::text,
+      ${s.nonce}::text, ${s.ttlSeconds}, ${userId}::uuid) as status`,
+  );
+  return r.status;
+}
+
+export async function oauthStateLinkUser(sql: Sql, stateHash: Buffer): Promise<string | null> {
+  const [r] = await call(sql<{ u: string | null }[]>`select auth.oauth_state_link_user(${stateHash}) as u`);
+  return r.u;
+}
+
+export type OAuthLinkStatus = OAuthSignInStatus | 'email_taken' | 'not_a_guest';
+
+export async function oauthLinkGuest(sql: Sql, userId: string, i: OAuthSignInInput): Promise<GrantRow<OAuthLinkStatus>> {
+  const [r] = await call(
+    sql<GrantRow<OAuthLinkStatus>[]>`select * from auth.oauth_link_guest(${userId}::uuid, ${i.provider}, ${i.email}::text, ${i.emailVerified},
+      ${i.refreshHash}, ${i.refreshTtl}, ${auditParam(sql, i.context)}::jsonb)`,
+  );
+  return r;
+}

@@ -10,6 +10,12 @@
  *     the destination is always SITE_URL.
  *   → 400 `{"error": "unsupported provider"}` for a missing, unknown or unconfigured provider.
  *
+ * GET /auth/v1/user/identities/authorize?provider=<name> (a guest's access token)
+ *   → 200 `{"url": …}` (GoTrue's link shape) and the same state cookie: the guest's browser
+ *     goes there, and the callback gives the guest the provider-verified address (it
+ *     becomes a user, keeping its id) instead of signing in; 422 `only a guest links an
+ *     identity` for a user with an address; 401 without a user's token.
+ *
  * GET and POST /auth/v1/callback (POST: apple's response_mode=form_post)
  *   → 302 `<SITE_URL>#access_token=…&refresh_token=…&token_type=bearer&expires_in=…` on
  *     success (the magic link's fragment);
@@ -23,7 +29,9 @@
  *                         id_token whose signature, issuer, audience or nonce is wrong), or
  *                         the provider is unreachable;
  *       unverified_email  the provider does not vouch for the email (or sent none): no
- *                         account is created and none is linked (OAuth rule 3).
+ *                         account is created and none is linked (OAuth rule 3);
+ *       identity_already_exists  (linking) the address is another account's;
+ *       not_a_guest       (linking) the guest has meanwhile an address, or is gone.
  *     The state cookie is cleared either way.
  *
  * The state cookie binds the flow to the browser that started it (login CSRF): the
@@ -39,6 +47,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as client from 'openid-client';
 import type { Deps } from '../../core/area.ts';
 import { AppError } from '../../core/errors.ts';
+import type { GrantRow } from '../db.ts';
 import { auditContext, isOkGrant, sessionFromGrant, sessionFragmentUrl } from '../sessions.ts';
 import { hashToken, newOpaqueToken } from '../tokens.ts';
 import * as q from './db.ts';
@@ -46,9 +55,18 @@ import { createProviders, type Identity, type Provider } from './providers.ts';
 
 export const OAUTH_ERRORS = {
   unsupportedProvider: () => new AppError(400, 'unsupported provider'),
+  notAGuest: () => new AppError(422, 'only a guest links an identity'),
 } as const;
 
-export type OAuthErrorCode = 'invalid_state' | 'access_denied' | 'invalid_request' | 'server_error' | 'unverified_email' | ProviderErrorCode;
+export type OAuthErrorCode =
+  | 'invalid_state'
+  | 'access_denied'
+  | 'invalid_request'
+  | 'server_error'
+  | 'unverified_email'
+  | 'identity_already_exists'
+  | 'not_a_guest'
+  | ProviderErrorCode;
 
 /** Error codes a provider may send to the callback (RFC 6749 §4.1.2.1, OpenID Core §3.1.2.6): passed on unchanged. */
 const PROVIDER_ERRORS = [
@@ -116,6 +134,21 @@ function sameState(a: string, b: string): boolean {
   return timingSafeEqual(hashToken(a), hashToken(b));
 }
 
+/**
+ * The callback's account step: a guest's linking request gives that guest the identity;
+ * otherwise sign in (or up) by it. A banned user (403 `user is banned`) comes back as the
+ * error, for the application to get it as a code like every OAuth failure.
+ */
+async function signInOrLink(sql: Deps['db']['sql'], state: string, account: q.OAuthSignInInput): Promise<GrantRow<q.OAuthLinkStatus> | AppError> {
+  const linkUser = await q.oauthStateLinkUser(sql, hashToken(state));
+  try {
+    return linkUser === null ? await q.oauthSignIn(sql, account) : await q.oauthLinkGuest(sql, linkUser, account);
+  } catch (err) {
+    if (err instanceof AppError && err.status === 403) return err;
+    throw err;
+  }
+}
+
 export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
   const { config, db, log } = deps;
   const sql = db.sql;
@@ -145,7 +178,8 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
     return redirect(clearCookies(reply), `${config.siteUrl}#${fragment.toString()}`);
   }
 
-  async function authorize(req: FastifyRequest<{ Querystring: Record<string, unknown> }>, reply: FastifyReply) {
+  /** GET /auth/v1/authorize (302 to the provider), or for a guest linking an identity (`linkUser`: 200 `{url}`, GoTrue's). */
+  async function authorize(req: FastifyRequest<{ Querystring: Record<string, unknown> }>, reply: FastifyReply, linkUser: string | null = null) {
     const name = req.query.provider;
     const provider = typeof name === 'string' ? providers.get(name) : undefined;
     if (provider === undefined) throw OAUTH_ERRORS.unsupportedProvider();
@@ -161,8 +195,11 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
       log.warn({ provider: provider.name, failure: describe(err) }, 'oauth: provider metadata unavailable');
       return fail(reply, 'server_error', 'the provider is unreachable');
     }
-    await q.createOAuthState(sql, { stateHash: hashToken(state), provider: provider.name, codeVerifier, nonce, ttlSeconds: STATE_TTL });
+    const stored = { stateHash: hashToken(state), provider: provider.name, codeVerifier, nonce, ttlSeconds: STATE_TTL };
+    if (linkUser === null) await q.createOAuthState(sql, stored);
+    else if ((await q.createOAuthLinkState(sql, stored, linkUser)) === 'not_a_guest') throw OAUTH_ERRORS.notAGuest();
     reply.header('set-cookie', cookie(state, STATE_TTL, provider.formPost));
+    if (linkUser !== null) return reply.code(200).header('cache-control', 'no-store').send({ url: url.href });
     return redirect(reply, url.href);
   }
 
@@ -212,15 +249,18 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
     }
 
     const refresh = newOpaqueToken();
-    const r = await q.oauthSignIn(sql, {
+    const account = {
       provider: provider.name,
       email: identity.email,
       emailVerified: identity.emailVerified,
       refreshHash: refresh.hash,
       refreshTtl: config.refreshTokenTtl,
       context: auditContext(req, config),
-    });
-    switch (r.status) {
+    };
+    const r = await signInOrLink(sql, state, account);
+    if (r instanceof AppError) return fail(reply, 'access_denied', r.publicMessage);
+    const status = r.status;
+    switch (status) {
       case 'ok': {
         if (!isOkGrant(r)) throw new Error('oauth_sign_in: ok without a session');
         let session;
@@ -236,8 +276,12 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
       case 'unverified_email':
         log.info({ provider: provider.name, subject: identity.subject, hasEmail: identity.email !== null }, 'oauth: email not verified by the provider');
         return fail(reply, 'unverified_email', 'the provider did not confirm a verified email address');
+      case 'email_taken':
+        return fail(reply, 'identity_already_exists', 'the address is another account\'s: sign in with the provider instead');
+      case 'not_a_guest':
+        return fail(reply, 'not_a_guest', 'only a guest links an identity');
       default:
-        return unreachable(r.status);
+        return unreachable(status);
     }
   }
 
@@ -250,7 +294,10 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
       }
       done(null, out);
     });
-    scoped.get<{ Querystring: Record<string, unknown> }>('/auth/v1/authorize', authorize);
+    scoped.get<{ Querystring: Record<string, unknown> }>('/auth/v1/authorize', (req, reply) => authorize(req, reply));
+    scoped.get<{ Querystring: Record<string, unknown> }>('/auth/v1/user/identities/authorize', async (req, reply) =>
+      authorize(req, reply, (await deps.credentials.user(req)).userId),
+    );
     scoped.get<{ Querystring: Record<string, unknown> }>(CALLBACK_PATH, (req, reply) => callback(req, reply, req.query));
     scoped.post(CALLBACK_PATH, (req, reply) => callback(req, reply, req.body));
   });
