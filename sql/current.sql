@@ -1,8 +1,1 @@
 -- Enter migration here
---!include auth/admin_users.sql
---!include auth/types.sql
---!include auth/sessions.sql
---!include auth/accounts.sql
---!include auth/mfa.sql
---!include auth/guests.sql
---!include auth/oauth_link.sql
