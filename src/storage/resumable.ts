@@ -33,7 +33,7 @@ import * as sdb from './db.ts';
 import { pickMimeType } from './mime.ts';
 import { DIR_MODE, FILE_MODE } from './modes.ts';
 import { bucketIdOk, invalidObjectPath, objectNameOk, rawPath } from './paths.ts';
-import { throwUnlessOk } from './routes.ts';
+import { throwUnlessOk } from './errors.ts';
 
 const ENDPOINT = '/storage/v1/upload/resumable';
 const TUS_VERSION = '1.0.0';
