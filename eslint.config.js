@@ -1,6 +1,7 @@
 /**
  * ESLint (flat config) with typescript-eslint's type-aware rules: `npm run lint` runs
- * `tsc --noEmit -p .` and then this over src/, scripts/ and test/ (docs/development.md).
+ * `tsc --noEmit -p .` and then this over src/, scripts/, test/ and dashboard/src
+ * (docs/development.md).
  * A rule turned off or narrowed here says why; a single line that breaks a rule on purpose
  * says why on an `eslint-disable-next-line … -- reason` comment, and an unused one is an error.
  */
@@ -59,6 +60,21 @@ export default tseslint.config(
       // rejection (fastify hooks and handlers, methods of an interface that returns a
       // promise) instead of escaping synchronously; the rule only reports the style.
       '@typescript-eslint/require-await': 'off',
+    },
+  },
+  {
+    // The dashboard is a browser bundle (preact, JSX) with its own tsconfig: its files are
+    // typed against that project, not the service's.
+    files: ['dashboard/src/**/*.ts', 'dashboard/src/**/*.tsx'],
+    languageOptions: {
+      parserOptions: { projectService: false, project: './tsconfig.dashboard.json', tsconfigRootDir: import.meta.dirname },
+    },
+    // Warnings, not errors, while the dashboard is being reworked on another branch: the
+    // five sites they report (`String()` of a value typed `{}` after a null check, one cast
+    // a narrowing made unneeded) are fixed there, and then these two go back to errors.
+    rules: {
+      '@typescript-eslint/no-base-to-string': 'warn',
+      '@typescript-eslint/no-unnecessary-type-assertion': 'warn',
     },
   },
   {

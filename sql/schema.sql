@@ -553,15 +553,8 @@ begin
   if compat_verify.kind not in ('magic_link', 'recovery', 'verification') then
     return auth_private.session_status('invalid');
   end if;
-  -- The user's row first (as the other token functions: no deadlock between two tokens).
-  perform 1 from auth.users u join auth_private.one_time_tokens t on t.user_id = u.id
-    where t.token_hash = compat_verify.token_hash for update of u;
-  update auth_private.one_time_tokens t set used_at = now()
-    from auth.users u
-    where t.token_hash = compat_verify.token_hash and t.kind = compat_verify.kind
-      and t.used_at is null and t.expires_at > now()
-      and u.id = t.user_id and lower(u.email) = lower(t.email)
-    returning t.user_id, u.email, t.created_at into v_user_id, v_email, v_issued_at;
+  select s.user_id, s.email, s.issued_at into v_user_id, v_email, v_issued_at
+    from auth_private.spend_one_time_token(compat_verify.token_hash, compat_verify.kind) s;
   if not found then
     return auth_private.session_status('invalid');
   end if;
@@ -600,16 +593,8 @@ declare
   v_user_id uuid;
   v_email text;
 begin
-  -- The user's row first: two of their tokens used at once (each spending the other) or a
-  -- token used during an OAuth sign-in or PATCH take their turns instead of deadlocking.
-  perform 1 from auth.users u join auth_private.one_time_tokens t on t.user_id = u.id
-    where t.token_hash = confirm_recovery.token_hash for update of u;
-  update auth_private.one_time_tokens t set used_at = now()
-    from auth.users u
-    where t.token_hash = confirm_recovery.token_hash and t.kind = 'recovery'
-      and t.used_at is null and t.expires_at > now()
-      and u.id = t.user_id and lower(u.email) = lower(t.email)
-    returning t.user_id, u.email into v_user_id, v_email;
+  select s.user_id, s.email into v_user_id, v_email
+    from auth_private.spend_one_time_token(confirm_recovery.token_hash, 'recovery') s;
   if not found then
     return 'invalid';
   end if;
@@ -1671,15 +1656,8 @@ declare
   v_issued_at timestamptz;
   v_changed boolean;
 begin
-  -- The user's row first: two of their tokens used at once (each spending the other) or a
-  -- token used during an OAuth sign-in or PATCH take their turns instead of deadlocking.
-  perform 1 from auth.users u join auth_private.one_time_tokens t on t.user_id = u.id
-    where t.token_hash = verify_email.token_hash for update of u;
-  update auth_private.one_time_tokens t set used_at = coalesce(t.used_at, now())
-    from auth.users u
-    where t.token_hash = verify_email.token_hash and t.kind = 'verification' and t.expires_at > now()
-      and u.id = t.user_id and lower(u.email) = lower(t.email)
-    returning t.user_id, u.email, t.created_at into v_user_id, v_email, v_issued_at;
+  select s.user_id, s.email, s.issued_at into v_user_id, v_email, v_issued_at
+    from auth_private.spend_one_time_token(verify_email.token_hash, 'verification', true) s;
   if not found then
     return 'invalid';
   end if;
@@ -1716,16 +1694,8 @@ declare
   v_user_id uuid;
   v_email text;
 begin
-  -- The user's row first: two of their tokens used at once (each spending the other) or a
-  -- token used during an OAuth sign-in or PATCH take their turns instead of deadlocking.
-  perform 1 from auth.users u join auth_private.one_time_tokens t on t.user_id = u.id
-    where t.token_hash = verify_magic_link.token_hash for update of u;
-  update auth_private.one_time_tokens t set used_at = now()
-    from auth.users u
-    where t.token_hash = verify_magic_link.token_hash and t.kind = 'magic_link'
-      and t.used_at is null and t.expires_at > now()
-      and u.id = t.user_id and lower(u.email) = lower(t.email)
-    returning t.user_id, u.email into v_user_id, v_email;
+  select s.user_id, s.email into v_user_id, v_email
+    from auth_private.spend_one_time_token(verify_magic_link.token_hash, 'magic_link') s;
   if not found then
     return auth_private.session_status('invalid');
   end if;
@@ -2151,6 +2121,37 @@ $$;
 --
 
 COMMENT ON FUNCTION auth_private.session_status(status text) IS 'A session_result carrying only a status (the not-ok outcomes).';
+
+--
+-- Name: spend_one_time_token(bytea, text, boolean); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.spend_one_time_token(token_hash bytea, kind text, repeatable boolean DEFAULT false) RETURNS TABLE(user_id uuid, email text, issued_at timestamp with time zone)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+begin
+  perform 1 from auth.users u join auth_private.one_time_tokens t on t.user_id = u.id
+    where t.token_hash = spend_one_time_token.token_hash for update of u;
+  return query
+    with spent as (
+      update auth_private.one_time_tokens t set used_at = coalesce(t.used_at, now())
+        from auth.users u
+       where t.token_hash = spend_one_time_token.token_hash and t.kind = spend_one_time_token.kind
+         and (spend_one_time_token.repeatable or t.used_at is null) and t.expires_at > now()
+         and u.id = t.user_id and lower(u.email) = lower(t.email)
+      returning t.user_id, u.email, t.created_at
+    )
+    select * from spent;
+end
+$$;
+
+--
+-- Name: FUNCTION spend_one_time_token(token_hash bytea, kind text, repeatable boolean); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.spend_one_time_token(token_hash bytea, kind text, repeatable boolean) IS 'Spend a one-time token of a kind (the user''s row locked first): its user, address and issue time, or no row when it is invalid.';
 
 --
 -- Name: spend_other_tokens(uuid, bytea); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -2784,15 +2785,15 @@ declare
   v_n bigint;
 begin
   perform pg_catalog.set_config('synchronous_commit', 'off', true); -- ephemeral state: no need to wait for the disk
-  insert into live_private.instances as i (id) values (heartbeat.instance_id)
+  insert into live_private.heartbeats as i (id) values (heartbeat.instance_id)
   on conflict (id) do update set seen_at = now()
   returning (i.xmax = 0) into v_new;
-  delete from live_private.instances i
+  delete from live_private.heartbeats i
   where i.seen_at < now() - make_interval(secs => heartbeat.ttl) and i.id <> heartbeat.instance_id;
   with gone as (
     delete from live_private.presence p
     where p.instance_id <> heartbeat.instance_id
-      and not exists (select 1 from live_private.instances i where i.id = p.instance_id)
+      and not exists (select 1 from live_private.heartbeats i where i.id = p.instance_id)
     returning p.channel, p.client_id
   )
   select count(pg_catalog.pg_notify(heartbeat.bc_channel, jsonb_build_object('channel', g.channel,
@@ -2846,7 +2847,7 @@ CREATE FUNCTION live_private.instance_stop(instance_id uuid, bc_channel text) RE
 declare
   v_n bigint;
 begin
-  delete from live_private.instances i where i.id = instance_stop.instance_id;
+  delete from live_private.heartbeats i where i.id = instance_stop.instance_id;
   with gone as (
     delete from live_private.presence p where p.instance_id = instance_stop.instance_id returning p.channel, p.client_id
   )
@@ -3125,7 +3126,7 @@ CREATE FUNCTION live_private.presence_list(channel text, ttl double precision DE
     AS $$
   select coalesce(jsonb_object_agg(p.client_id, p.state), '{}'::jsonb)
   from live_private.presence p
-  join live_private.instances i on i.id = p.instance_id and i.seen_at >= now() - make_interval(secs => presence_list.ttl)
+  join live_private.heartbeats i on i.id = p.instance_id and i.seen_at >= now() - make_interval(secs => presence_list.ttl)
   where p.channel = presence_list.channel
 $$;
 
@@ -3849,7 +3850,7 @@ begin
   delete from live_private.group_members m
    where (m.instance_id = sync_members.instance_id and m.group_id <> all(sync_members.ids)
           and m.joined_at < now() - interval '10 seconds')
-      or not exists (select 1 from live_private.instances i where i.id = m.instance_id);
+      or not exists (select 1 from live_private.heartbeats i where i.id = m.instance_id);
   insert into live_private.group_members (group_id, instance_id)
   select x, sync_members.instance_id from unnest(sync_members.ids) x
   where exists (select 1 from live_private.groups g where g.id = x)
@@ -4746,13 +4747,11 @@ begin
   if cardinality(release_instance.worker_ids) > 0 then
     delete from plinth_private.released_jobs r where r.released_at < now() - interval '1 day';
     insert into plinth_private.released_jobs (task, payload)
-      select t.identifier, j.payload
-        from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
-       where j.locked_by = any(release_instance.worker_ids);
+      select l.task, l.payload from plinth_private.worker_locked_jobs(release_instance.worker_ids) l;
     get diagnostics v_jobs = row_count;
     perform graphile_worker.force_unlock_workers(release_instance.worker_ids);
   end if;
-  delete from live_private.instances i where i.id = release_instance.id;
+  delete from live_private.heartbeats h where h.id = release_instance.id;
   return v_jobs;
 end
 $$;
@@ -5060,6 +5059,22 @@ $$;
 --
 
 COMMENT ON FUNCTION plinth_private.valid_time_zone(tz text) IS 'true when PostgreSQL knows the time zone name.';
+
+--
+-- Name: worker_locked_jobs(text[]); Type: FUNCTION; Schema: plinth_private; Owner: -
+--
+
+CREATE FUNCTION plinth_private.worker_locked_jobs(worker_ids text[]) RETURNS TABLE(task text, payload json)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  return query
+    select t.identifier, j.payload
+      from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+     where j.locked_by = any(worker_locked_jobs.worker_ids);
+end
+$$;
 
 --
 -- Name: planned_rows(text, text[]); Type: FUNCTION; Schema: rest; Owner: -
@@ -7494,19 +7509,19 @@ ALTER TABLE live_private.groups ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY
 );
 
 --
--- Name: instances; Type: TABLE; Schema: live_private; Owner: -
+-- Name: heartbeats; Type: TABLE; Schema: live_private; Owner: -
 --
 
-CREATE TABLE live_private.instances (
+CREATE TABLE live_private.heartbeats (
     id uuid NOT NULL,
     seen_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 --
--- Name: TABLE instances; Type: COMMENT; Schema: live_private; Owner: -
+-- Name: TABLE heartbeats; Type: COMMENT; Schema: live_private; Owner: -
 --
 
-COMMENT ON TABLE live_private.instances IS 'plinth: service instances and their last heartbeat.';
+COMMENT ON TABLE live_private.heartbeats IS 'plinth: the live heartbeat of each service instance; its clients'' presence expires with it.';
 
 --
 -- Name: pollers; Type: TABLE; Schema: live_private; Owner: -
@@ -8092,11 +8107,11 @@ ALTER TABLE ONLY live_private.groups
     ADD CONSTRAINT groups_query_id_key_key UNIQUE (query_id, key);
 
 --
--- Name: instances instances_pkey; Type: CONSTRAINT; Schema: live_private; Owner: -
+-- Name: heartbeats heartbeats_pkey; Type: CONSTRAINT; Schema: live_private; Owner: -
 --
 
-ALTER TABLE ONLY live_private.instances
-    ADD CONSTRAINT instances_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY live_private.heartbeats
+    ADD CONSTRAINT heartbeats_pkey PRIMARY KEY (id);
 
 --
 -- Name: pollers pollers_pkey; Type: CONSTRAINT; Schema: live_private; Owner: -
@@ -9028,6 +9043,12 @@ REVOKE ALL ON FUNCTION auth_private.prove_address(user_id uuid, email text, proo
 REVOKE ALL ON FUNCTION auth_private.session_status(status text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION spend_one_time_token(token_hash bytea, kind text, repeatable boolean); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.spend_one_time_token(token_hash bytea, kind text, repeatable boolean) FROM PUBLIC;
+
+--
 -- Name: FUNCTION spend_other_tokens(user_id uuid, token_hash bytea); Type: ACL; Schema: auth_private; Owner: -
 --
 
@@ -9803,6 +9824,12 @@ REVOKE ALL ON FUNCTION plinth_private.upsert_schedule(name text, cron text, targ
 --
 
 REVOKE ALL ON FUNCTION plinth_private.valid_time_zone(tz text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION worker_locked_jobs(worker_ids text[]); Type: ACL; Schema: plinth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION plinth_private.worker_locked_jobs(worker_ids text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION planned_rows(query text, args text[]); Type: ACL; Schema: rest; Owner: -

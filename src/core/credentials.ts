@@ -203,15 +203,27 @@ export class Credentials {
       gated.set(req, await this.aalChecked(cred));
     };
   }
+
+  /**
+   * The hook of a route any API caller may call (`{ preHandler: credentials.caller }`): sets
+   * the request's credential once, as `api(req)` decides it (401 without one outside
+   * development mode, the admin aal check); the handler takes it with `gatedCredential(req)`.
+   * Calling it again on the same request does nothing (a route that hands a request on to
+   * another route's handler calls it before).
+   */
+  readonly caller = async (req: FastifyRequest): Promise<void> => {
+    if (gated.has(req)) return;
+    gated.set(req, await this.api(req));
+  };
 }
 
-/** The credential each request was let through with by its route's `requireRole` hook. */
+/** The credential each request was let through with by its route's hook (`requireRole` or `caller`). */
 const gated = new WeakMap<FastifyRequest, Credential>();
 
-/** The credential `requireRole` let this request through with; a route without that hook has none (a bug, thrown). */
+/** The credential the route's hook (`requireRole`, `caller`) let this request through with; a route without one has none (a bug, thrown). */
 export function gatedCredential(req: FastifyRequest): Credential {
   const cred = gated.get(req);
-  if (cred === undefined) throw new Error('gatedCredential: the route has no requireRole hook');
+  if (cred === undefined) throw new Error('gatedCredential: the route has no credential hook');
   return cred;
 }
 

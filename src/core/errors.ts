@@ -71,6 +71,14 @@ const CONNECTION_CODES = new Set([
  * DB_POOL_TIMEOUT_MS (`DB_BUSY`), or the server (or a pooler in front of it) refused a new
  * connection for want of room (53300 too_many_connections).
  */
+/**
+ * The `default:` of an exhaustive switch over a status union (`default: return unreachable(r.status)`):
+ * the compiler proves it is never reached; at run time a status SQL added and TypeScript does not know is a bug, thrown.
+ */
+export function unreachable(status: never): never {
+  throw new Error(`unexpected status ${String(status)}`);
+}
+
 export function isBusyError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const code = (err as PgLikeError).code;

@@ -9,7 +9,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../core/area.ts';
-import { AppError, ERRORS } from '../core/errors.ts';
+import { AppError, ERRORS, unreachable } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
 import * as q from './db.ts';
 
@@ -29,10 +29,6 @@ export const SCHEDULE_ERRORS = {
 
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$/;
 const OUTCOMES: ReadonlySet<string> = new Set(['succeeded', 'retrying', 'failed']);
-
-function unreachable(x: never): never {
-  throw new Error(`unexpected status ${String(x)}`);
-}
 
 function object(body: unknown): Record<string, unknown> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw ERRORS.invalidBody();

@@ -3,7 +3,7 @@
  *
  * Metadata and rules live in SQL (schema `storage`, sql/fixtures/storage), run as the
  * calling role, so the RLS policies decide; the bytes stream through the routes
- * (routes.ts) to one back end (STORAGE_BACKEND: database, disk or s3; see
+ * (routes/) to one back end (STORAGE_BACKEND: database, disk or s3; see
  * backends/backend.ts). A back end that keeps bytes outside the database sweeps the
  * leftovers of interrupted uploads at start and hourly (`storage__sweep`). Files on disk are
  * private to the service's user (modes.ts): created 0600 in folders 0700, and a start
@@ -18,7 +18,7 @@ import { schedulePeriodic } from '../core/periodic.ts';
 import { tightenModes } from './modes.ts';
 import * as sdb from './db.ts';
 import { registerResumableRoutes, stagingFor, sweepResumable, type Staging } from './resumable.ts';
-import { registerStorageRoutes } from './routes.ts';
+import { registerStorageRoutes } from './routes/index.ts';
 import { ImageCache } from './transform.ts';
 
 /** The S3 client (the AWS SDK, several MB of code and heap) loads only when it is the backend. */

@@ -33,7 +33,7 @@ import * as sdb from './db.ts';
 import { pickMimeType } from './mime.ts';
 import { DIR_MODE, FILE_MODE } from './modes.ts';
 import { bucketIdOk, invalidObjectPath, objectNameOk, rawPath } from './paths.ts';
-import { throwUnlessOk } from './routes.ts';
+import { throwUnlessOk } from './errors.ts';
 
 const ENDPOINT = '/storage/v1/upload/resumable';
 const TUS_VERSION = '1.0.0';
@@ -227,183 +227,205 @@ function contextOf(u: sdb.Resumable): RequestContext {
   return { role: u.role, claims: JSON.stringify(claims), claimsObject: claims };
 }
 
-export function registerResumableRoutes(app: FastifyInstance, deps: Deps, backend: Backend, staging: Staging): void {
-  const { db, credentials, log } = deps;
+/** What the resumable routes share: the database, the back end and the staging. */
+interface Tus {
+  db: Deps['db'];
+  credentials: Deps['credentials'];
+  log: Deps['log'];
+  backend: Backend;
+  staging: Staging;
+}
 
-  const tus = (reply: FastifyReply) => reply.header('tus-resumable', TUS_VERSION);
-  const checkVersion = (req: FastifyRequest) => {
-    const v = req.headers['tus-resumable'];
-    if (v !== undefined && v !== TUS_VERSION) throw RESUMABLE_ERRORS.badVersion();
-  };
+function tus(reply: FastifyReply): void {
+  reply.header('tus-resumable', TUS_VERSION);
+}
 
-  /** The upload id of the URL (404 for anything else). */
-  const uploadId = (req: FastifyRequest): string => {
-    const id = rawPath(req.url).slice(ENDPOINT.length + 1);
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) throw RESUMABLE_ERRORS.notFound();
-    return id;
-  };
+function checkVersion(req: FastifyRequest): void {
+  const v = req.headers['tus-resumable'];
+  if (v !== undefined && v !== TUS_VERSION) throw RESUMABLE_ERRORS.badVersion();
+}
 
-  /** The upload of the URL, if the caller created it. */
-  const mine = async (req: FastifyRequest): Promise<sdb.Resumable> => {
-    const cred = await credentials.api(req);
-    const id = uploadId(req);
+/** The upload id of the URL (404 for anything else). */
+function uploadId(req: FastifyRequest): string {
+  const id = rawPath(req.url).slice(ENDPOINT.length + 1);
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) throw RESUMABLE_ERRORS.notFound();
+  return id;
+}
+
+/** The upload of the URL, if the caller created it. */
+async function mine(t: Tus, req: FastifyRequest): Promise<sdb.Resumable> {
+  const cred = await t.credentials.api(req);
+  const id = uploadId(req);
+  const u = await sdb.getResumable(t.db.sql, id);
+  const sub = cred.claimsObject.sub ?? null;
+  if (u === null || u.role !== cred.role || u.sub !== sub) throw RESUMABLE_ERRORS.notFound();
+  return u;
+}
+
+/** The last byte is in: create the object as any upload, as the creator. The upload is over either way. */
+async function finish(t: Tus, u: sdb.Resumable): Promise<void> {
+  const { db, backend, staging, log } = t;
+  const length = Number(u.length);
+  const put: { pending: PendingPut | null } = { pending: null };
+  let out: { id: string; replaced: string | null };
+  const addr = (id: string) => ({ bucket: u.bucket_id, name: u.name, id });
+  try {
+    out = await db.transactionWithContext(contextOf(u), async (tx) => {
+      const r = await sdb.beginUpload(tx, { bucket: u.bucket_id, name: u.name, mimeType: u.mime_type, declaredSize: length, upsert: u.upsert });
+      throwUnlessOk(r.status);
+      const id = r.object_id!;
+      const file = staging.file?.(u.id);
+      put.pending =
+        file !== undefined && backend.adopt
+          ? await backend.adopt(addr(id), file)
+          : await backend.put(tx, addr(id), staging.read(u.id, length), u.mime_type);
+      await sdb.finishUpload(tx, id, length, id.replaceAll('-', ''), u.cache_control);
+      return { id, replaced: r.replaced };
+    });
+  } catch (err) {
+    await put.pending?.abort().catch((e: unknown) => log.error({ err: e }, 'storage: could not remove the bytes of a failed upload'));
+    await sdb.deleteResumable(db.sql, u.id).catch(() => {});
+    await staging.drop(u.id).catch(() => {});
+    throw toAppError(err);
+  }
+  try {
+    await put.pending!.commit();
+  } catch (err) {
+    await db.sql`delete from storage.objects where id = ${out.id}::uuid`.catch(() => {});
+    throw ERRORS.internal(err);
+  } finally {
+    await sdb.deleteResumable(db.sql, u.id).catch(() => {});
+    await staging.drop(u.id).catch(() => {});
+  }
+  if (out.replaced !== null) {
+    backend.delete(addr(out.replaced)).catch((err: unknown) => log.error({ err }, 'storage: could not remove replaced bytes'));
+  }
+}
+
+/** POST: a new upload, after the checks of an upload (begin_upload, rolled back). */
+async function createUpload(t: Tus, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  const { db, staging } = t;
+  tus(reply);
+  checkVersion(req);
+  const cred = await t.credentials.api(req);
+  if (req.headers['upload-defer-length'] !== undefined) throw RESUMABLE_ERRORS.badLength();
+  const length = whole(req.headers['upload-length'], RESUMABLE_ERRORS.badLength);
+  const meta = parseMetadata(req.headers['upload-metadata'] as string | undefined);
+  const bucket = meta.bucketName;
+  const name = meta.objectName;
+  if (bucket === undefined || name === undefined) throw RESUMABLE_ERRORS.badMetadata();
+  if (!bucketIdOk(bucket) || !objectNameOk(name)) throw invalidObjectPath();
+  const upsert = String(req.headers['x-upsert'] ?? '').toLowerCase() === 'true';
+  const mimeType = pickMimeType(meta.contentType ?? null, name);
+  const cc = meta.cacheControl;
+  const cacheControl = cc === undefined || cc === '' ? null : /^\d+$/.test(cc) ? `max-age=${cc}` : cc.slice(0, 200);
+  // The checks of an upload, now: begin_upload, rolled back.
+  const probe = new Error('probe');
+  try {
+    await db.transactionWithContext(cred, async (tx) => {
+      throwUnlessOk((await sdb.beginUpload(tx, { bucket, name, mimeType, declaredSize: length, upsert })).status);
+      throw probe;
+    });
+  } catch (err) {
+    if (err !== probe) throw toAppError(err);
+  }
+  const sub = cred.claimsObject.sub;
+  const u = await sdb.createResumable(db.sql, {
+    bucket,
+    name,
+    role: cred.role,
+    sub: typeof sub === 'string' ? sub : null,
+    mimeType,
+    cacheControl,
+    upsert,
+    length,
+  });
+  await staging.create(u.id);
+  reply.header('location', `${ENDPOINT}/${u.id}`);
+  reply.header('upload-expires', u.expires_at.toUTCString());
+  if (length === 0) await finish(t, u);
+  return reply.code(201).send();
+}
+
+/** HEAD: where an upload of the caller's is. */
+async function uploadStatus(t: Tus, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  tus(reply);
+  const u = await mine(t, req);
+  reply.header('upload-offset', u.offset);
+  reply.header('upload-length', u.length);
+  reply.header('upload-expires', u.expires_at.toUTCString());
+  reply.header('cache-control', 'no-store');
+  return reply.code(200).send();
+}
+
+/** PATCH: bytes from the offset on, under a lease (one writer); the object made when the last byte is in. */
+async function appendBytes(t: Tus, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  const { db, staging } = t;
+  tus(reply);
+  checkVersion(req);
+  if (String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase() !== 'application/offset+octet-stream') {
+    throw RESUMABLE_ERRORS.badType();
+  }
+  const offset = whole(req.headers['upload-offset'], RESUMABLE_ERRORS.badOffset);
+  const cred = await t.credentials.api(req);
+  const id = uploadId(req);
+  const writer = randomUUID();
+  const sub = cred.claimsObject.sub;
+  const took = await sdb.takeResumable(db.sql, { id, writer, expectedOffset: offset, leaseSeconds: LEASE_SECONDS, role: cred.role, sub: typeof sub === 'string' ? sub : null });
+  switch (took.status) {
+    case 'ok':
+      break;
+    case 'not_found':
+      throw RESUMABLE_ERRORS.notFound();
+    case 'busy':
+      reply.header('connection', 'close');
+      throw RESUMABLE_ERRORS.busy();
+    case 'offset_mismatch':
+      reply.header('connection', 'close');
+      throw RESUMABLE_ERRORS.offsetMismatch();
+    default:
+      return took.status satisfies never;
+  }
+  const length = Number(took.length);
+  const pos = { offset };
+  let failure: unknown = null;
+  try {
+    await staging.write(id, writer, offset, length, req.raw as AsyncIterable<Buffer>, pos);
+  } catch (err) {
+    failure = err;
+  }
+  const held = await sdb.releaseResumable(db.sql, id, writer, pos.offset);
+  if (!held) throw RESUMABLE_ERRORS.busy();
+  const at = pos.offset;
+  // The last byte is in (even when more followed it: 413 after the object is made).
+  if (at === length) {
     const u = await sdb.getResumable(db.sql, id);
-    const sub = cred.claimsObject.sub ?? null;
-    if (u === null || u.role !== cred.role || u.sub !== sub) throw RESUMABLE_ERRORS.notFound();
-    return u;
-  };
+    if (u === null) throw RESUMABLE_ERRORS.notFound();
+    await finish(t, u);
+  }
+  if (failure !== null) throw failure instanceof Error ? failure : new Error('upload stream failed', { cause: failure });
+  reply.header('upload-offset', String(at));
+  return reply.code(204).send();
+}
 
-  /** The last byte is in: create the object as any upload, as the creator. The upload is over either way. */
-  const finish = async (u: sdb.Resumable): Promise<void> => {
-    const length = Number(u.length);
-    const put: { pending: PendingPut | null } = { pending: null };
-    let out: { id: string; replaced: string | null };
-    const addr = (id: string) => ({ bucket: u.bucket_id, name: u.name, id });
-    try {
-      out = await db.transactionWithContext(contextOf(u), async (tx) => {
-        const r = await sdb.beginUpload(tx, { bucket: u.bucket_id, name: u.name, mimeType: u.mime_type, declaredSize: length, upsert: u.upsert });
-        throwUnlessOk(r.status);
-        const id = r.object_id!;
-        const file = staging.file?.(u.id);
-        put.pending =
-          file !== undefined && backend.adopt
-            ? await backend.adopt(addr(id), file)
-            : await backend.put(tx, addr(id), staging.read(u.id, length), u.mime_type);
-        await sdb.finishUpload(tx, id, length, id.replaceAll('-', ''), u.cache_control);
-        return { id, replaced: r.replaced };
-      });
-    } catch (err) {
-      await put.pending?.abort().catch((e: unknown) => log.error({ err: e }, 'storage: could not remove the bytes of a failed upload'));
-      await sdb.deleteResumable(db.sql, u.id).catch(() => {});
-      await staging.drop(u.id).catch(() => {});
-      throw toAppError(err);
-    }
-    try {
-      await put.pending!.commit();
-    } catch (err) {
-      await db.sql`delete from storage.objects where id = ${out.id}::uuid`.catch(() => {});
-      throw ERRORS.internal(err);
-    } finally {
-      await sdb.deleteResumable(db.sql, u.id).catch(() => {});
-      await staging.drop(u.id).catch(() => {});
-    }
-    if (out.replaced !== null) {
-      backend.delete(addr(out.replaced)).catch((err: unknown) => log.error({ err }, 'storage: could not remove replaced bytes'));
-    }
-  };
+/** DELETE: the caller's upload and its staged bytes go. */
+async function cancelUpload(t: Tus, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  tus(reply);
+  const u = await mine(t, req);
+  await sdb.deleteResumable(t.db.sql, u.id);
+  await t.staging.drop(u.id);
+  return reply.code(204).send();
+}
 
+export function registerResumableRoutes(app: FastifyInstance, deps: Deps, backend: Backend, staging: Staging): void {
+  const t: Tus = { db: deps.db, credentials: deps.credentials, log: deps.log, backend, staging };
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
-
-    scope.post(ENDPOINT, async (req, reply) => {
-      tus(reply);
-      checkVersion(req);
-      const cred = await credentials.api(req);
-      if (req.headers['upload-defer-length'] !== undefined) throw RESUMABLE_ERRORS.badLength();
-      const length = whole(req.headers['upload-length'], RESUMABLE_ERRORS.badLength);
-      const meta = parseMetadata(req.headers['upload-metadata'] as string | undefined);
-      const bucket = meta.bucketName;
-      const name = meta.objectName;
-      if (bucket === undefined || name === undefined) throw RESUMABLE_ERRORS.badMetadata();
-      if (!bucketIdOk(bucket) || !objectNameOk(name)) throw invalidObjectPath();
-      const upsert = String(req.headers['x-upsert'] ?? '').toLowerCase() === 'true';
-      const mimeType = pickMimeType(meta.contentType ?? null, name);
-      const cc = meta.cacheControl;
-      const cacheControl = cc === undefined || cc === '' ? null : /^\d+$/.test(cc) ? `max-age=${cc}` : cc.slice(0, 200);
-      // The checks of an upload, now: begin_upload, rolled back.
-      const probe = new Error('probe');
-      try {
-        await db.transactionWithContext(cred, async (tx) => {
-          throwUnlessOk((await sdb.beginUpload(tx, { bucket, name, mimeType, declaredSize: length, upsert })).status);
-          throw probe;
-        });
-      } catch (err) {
-        if (err !== probe) throw toAppError(err);
-      }
-      const sub = cred.claimsObject.sub;
-      const u = await sdb.createResumable(db.sql, {
-        bucket,
-        name,
-        role: cred.role,
-        sub: typeof sub === 'string' ? sub : null,
-        mimeType,
-        cacheControl,
-        upsert,
-        length,
-      });
-      await staging.create(u.id);
-      reply.header('location', `${ENDPOINT}/${u.id}`);
-      reply.header('upload-expires', u.expires_at.toUTCString());
-      if (length === 0) await finish(u);
-      return reply.code(201).send();
-    });
-
-    scope.head(`${ENDPOINT}/*`, async (req, reply) => {
-      tus(reply);
-      const u = await mine(req);
-      reply.header('upload-offset', u.offset);
-      reply.header('upload-length', u.length);
-      reply.header('upload-expires', u.expires_at.toUTCString());
-      reply.header('cache-control', 'no-store');
-      return reply.code(200).send();
-    });
-
-    scope.patch(`${ENDPOINT}/*`, async (req, reply) => {
-      tus(reply);
-      checkVersion(req);
-      if (String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase() !== 'application/offset+octet-stream') {
-        throw RESUMABLE_ERRORS.badType();
-      }
-      const offset = whole(req.headers['upload-offset'], RESUMABLE_ERRORS.badOffset);
-      const cred = await credentials.api(req);
-      const id = uploadId(req);
-      const writer = randomUUID();
-      const sub = cred.claimsObject.sub;
-      const took = await sdb.takeResumable(db.sql, { id, writer, expectedOffset: offset, leaseSeconds: LEASE_SECONDS, role: cred.role, sub: typeof sub === 'string' ? sub : null });
-      switch (took.status) {
-        case 'ok':
-          break;
-        case 'not_found':
-          throw RESUMABLE_ERRORS.notFound();
-        case 'busy':
-          reply.header('connection', 'close');
-          throw RESUMABLE_ERRORS.busy();
-        case 'offset_mismatch':
-          reply.header('connection', 'close');
-          throw RESUMABLE_ERRORS.offsetMismatch();
-        default:
-          return took.status satisfies never;
-      }
-      const length = Number(took.length);
-      const pos = { offset };
-      let failure: unknown = null;
-      try {
-        await staging.write(id, writer, offset, length, req.raw as AsyncIterable<Buffer>, pos);
-      } catch (err) {
-        failure = err;
-      }
-      const held = await sdb.releaseResumable(db.sql, id, writer, pos.offset);
-      if (!held) throw RESUMABLE_ERRORS.busy();
-      const at = pos.offset;
-      // The last byte is in (even when more followed it: 413 after the object is made).
-      if (at === length) {
-        const u = await sdb.getResumable(db.sql, id);
-        if (u === null) throw RESUMABLE_ERRORS.notFound();
-        await finish(u);
-      }
-      if (failure !== null) throw failure instanceof Error ? failure : new Error('upload stream failed', { cause: failure });
-      reply.header('upload-offset', String(at));
-      return reply.code(204).send();
-    });
-
-    scope.delete(`${ENDPOINT}/*`, async (req, reply) => {
-      tus(reply);
-      const u = await mine(req);
-      await sdb.deleteResumable(db.sql, u.id);
-      await staging.drop(u.id);
-      return reply.code(204).send();
-    });
+    scope.post(ENDPOINT, (req, reply) => createUpload(t, req, reply));
+    scope.head(`${ENDPOINT}/*`, (req, reply) => uploadStatus(t, req, reply));
+    scope.patch(`${ENDPOINT}/*`, (req, reply) => appendBytes(t, req, reply));
+    scope.delete(`${ENDPOINT}/*`, (req, reply) => cancelUpload(t, req, reply));
   });
 }
 

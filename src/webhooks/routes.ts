@@ -11,7 +11,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../core/area.ts';
-import { AppError, ERRORS } from '../core/errors.ts';
+import { AppError, ERRORS, unreachable } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
 import { refusal } from './address.ts';
 import * as q from './db.ts';
@@ -40,10 +40,6 @@ const EVENTS: ReadonlySet<string> = new Set(['INSERT', 'UPDATE', 'DELETE', '*'])
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 1000;
 const MAX_URL_LENGTH = 2048;
-
-function unreachable(x: never): never {
-  throw new Error(`unexpected status ${String(x)}`);
-}
 
 /** An absolute http(s) URL with a host, as given (not normalised). */
 export function isHttpUrl(s: string): boolean {

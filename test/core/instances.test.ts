@@ -58,13 +58,13 @@ t.test('a dead instance is released by a survivor; a restarted one releases its 
   // A killed instance: its row stops beating; it held a job and had a live row.
   const ghost = randomUUID();
   await db.sql`insert into plinth_private.instances (id, name, worker_ids, seen_at) values (${ghost}::uuid, 'ghost:1', '{pool-ghost}', now() - interval '5 seconds')`;
-  await db.sql`insert into live_private.instances (id, seen_at) values (${ghost}::uuid, now())`;
+  await db.sql`insert into live_private.heartbeats (id, seen_at) values (${ghost}::uuid, now())`;
   const job = await lockedJob(db, 'pool-ghost');
   const mine = await lockedJob(db, 'pool-alive-elsewhere');
   await until('the survivor unlocks the dead instance\'s job', async () => (await lockedBy(db, job)) === null);
   t.equal(await lockedBy(db, mine), 'pool-alive-elsewhere', 'a job of no dead instance stays locked');
   const [{ rows }] = await db.sql<{ rows: number }[]>`
-    select (select count(*) from plinth_private.instances where id = ${ghost}::uuid) + (select count(*) from live_private.instances where id = ${ghost}::uuid) as rows`;
+    select (select count(*) from plinth_private.instances where id = ${ghost}::uuid) + (select count(*) from live_private.heartbeats where id = ${ghost}::uuid) as rows`;
   t.equal(Number(rows), 0, 'its registry row and its live row are gone');
   const line = lines.find((l) => String(l.msg).includes('declared dead'));
   t.ok(line, 'one line logged');

@@ -30,80 +30,114 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Ids asked about per statement. */
 const SWEEP_BATCH = 1000;
 
+/** Whether `p` is inside the folder `base`. */
+function inside(base: string, p: string): boolean {
+  return p.startsWith(base + sep);
+}
+
+/** Where an object's bytes are placed: `<base>/<bucket>/<name…>/<id>`, never outside its bucket's folder. */
+function finalPath(base: string, obj: ObjectAddress): string {
+  const p = resolve(base, obj.bucket, ...obj.name.split('/'), obj.id);
+  const bucketDir = resolve(base, obj.bucket);
+  if (!inside(base, p) || !inside(base, bucketDir) || !p.startsWith(bucketDir + sep) || obj.bucket === TMP) {
+    throw new Error(`object path escapes STORAGE_DIR: ${obj.bucket}/${obj.name}`);
+  }
+  return p;
+}
+
+/** Remove empty folders from `dir` up to (not including) `stop`. */
+async function prune(dir: string, stop: string): Promise<void> {
+  while (dir.startsWith(stop + sep) && dir !== stop) {
+    try {
+      await rmdir(dir);
+    } catch {
+      return; // not empty (or already gone): stop
+    }
+    dir = dirname(dir);
+  }
+}
+
+/** Remove a placed file and the folders it leaves empty inside its bucket. */
+async function removePlaced(p: string, bucketDir: string): Promise<void> {
+  await unlink(p).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ENOENT') throw err;
+  });
+  await prune(dirname(p), bucketDir);
+}
+
+/** Every `<object id>` file under a bucket folder, with the bucket folder. */
+async function* placedFiles(base: string): AsyncGenerator<{ path: string; id: string; bucketDir: string }> {
+  let buckets: Dirent[];
+  try {
+    buckets = await readdir(base, { withFileTypes: true });
+  } catch {
+    return;
+  }
+  for (const b of buckets) {
+    if (!b.isDirectory() || b.name.startsWith('.')) continue; // .tmp, .tus: no bucket id starts with a dot
+    const bucketDir = join(base, b.name);
+    let entries: Dirent[];
+    try {
+      entries = await readdir(bucketDir, { withFileTypes: true, recursive: true });
+    } catch {
+      continue;
+    }
+    for (const e of entries) {
+      if (e.isFile() && UUID.test(e.name)) yield { path: join(e.parentPath, e.name), id: e.name, bucketDir };
+    }
+  }
+}
+
+/** Of `ids`, those idle (no upload transaction holds them), each with whether a row names it. */
+async function idle(db: Db, ids: string[]): Promise<Map<string, boolean>> {
+  const out = new Map<string, boolean>();
+  for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
+    const rows = await db.sql.begin(
+      (tx) => tx<{ id: string; has_row: boolean }[]>`select id, has_row from storage_private.idle_uploads(${ids.slice(i, i + SWEEP_BATCH)}::uuid[])`,
+    );
+    for (const r of rows) out.set(r.id, r.has_row);
+  }
+  return out;
+}
+
+/** The leftovers of interrupted uploads: idle temporary files, and placed files no committed row names. */
+async function sweepDisk(base: string, db: Db): Promise<number> {
+  const tmpDir = join(base, TMP);
+  let removed = 0;
+  // Temporary files: an idle one belongs to an upload that is over, committed or not.
+  let tmpNames: string[] = [];
+  try {
+    tmpNames = await readdir(tmpDir);
+  } catch {
+    // no .tmp yet
+  }
+  const tmpIds = tmpNames.filter((n) => UUID.test(n));
+  for (const [id] of await idle(db, tmpIds)) {
+    await rm(join(tmpDir, id), { force: true });
+    removed++;
+  }
+  // Placed files: left over when idle and no committed row names them.
+  const placed: { path: string; id: string; bucketDir: string }[] = [];
+  for await (const f of placedFiles(base)) placed.push(f);
+  const state = await idle(db, placed.map((f) => f.id));
+  for (const f of placed) {
+    if (state.get(f.id) === false) {
+      await removePlaced(f.path, f.bucketDir);
+      removed++;
+    }
+  }
+  return removed;
+}
+
 export function diskBackend(root: string, db: Db): Backend {
   const base = resolve(root);
   const tmpDir = join(base, TMP);
-  const inside = (p: string) => p.startsWith(base + sep);
-
-  const finalPath = (obj: ObjectAddress): string => {
-    const p = resolve(base, obj.bucket, ...obj.name.split('/'), obj.id);
-    const bucketDir = resolve(base, obj.bucket);
-    if (!inside(p) || !inside(bucketDir) || !p.startsWith(bucketDir + sep) || obj.bucket === TMP) {
-      throw new Error(`object path escapes STORAGE_DIR: ${obj.bucket}/${obj.name}`);
-    }
-    return p;
-  };
-
-  /** Remove empty folders from `dir` up to (not including) `stop`. */
-  const prune = async (dir: string, stop: string): Promise<void> => {
-    while (dir.startsWith(stop + sep) && dir !== stop) {
-      try {
-        await rmdir(dir);
-      } catch {
-        return; // not empty (or already gone): stop
-      }
-      dir = dirname(dir);
-    }
-  };
-
-  /** Remove a placed file and the folders it leaves empty inside its bucket. */
-  const removePlaced = async (p: string, bucketDir: string): Promise<void> => {
-    await unlink(p).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'ENOENT') throw err;
-    });
-    await prune(dirname(p), bucketDir);
-  };
-
-  /** Every `<object id>` file under a bucket folder, with the bucket folder. */
-  async function* placedFiles(): AsyncGenerator<{ path: string; id: string; bucketDir: string }> {
-    let buckets: Dirent[];
-    try {
-      buckets = await readdir(base, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const b of buckets) {
-      if (!b.isDirectory() || b.name.startsWith('.')) continue; // .tmp, .tus: no bucket id starts with a dot
-      const bucketDir = join(base, b.name);
-      let entries: Dirent[];
-      try {
-        entries = await readdir(bucketDir, { withFileTypes: true, recursive: true });
-      } catch {
-        continue;
-      }
-      for (const e of entries) {
-        if (e.isFile() && UUID.test(e.name)) yield { path: join(e.parentPath, e.name), id: e.name, bucketDir };
-      }
-    }
-  }
-
-  /** Of `ids`, those idle (no upload transaction holds them), each with whether a row names it. */
-  const idle = async (ids: string[]): Promise<Map<string, boolean>> => {
-    const out = new Map<string, boolean>();
-    for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
-      const rows = await db.sql.begin(
-        (tx) => tx<{ id: string; has_row: boolean }[]>`select id, has_row from storage_private.idle_uploads(${ids.slice(i, i + SWEEP_BATCH)}::uuid[])`,
-      );
-      for (const r of rows) out.set(r.id, r.has_row);
-    }
-    return out;
-  };
 
   return {
     name: 'disk',
 
     async put(_tx, obj, body): Promise<PendingPut> {
-      const dest = finalPath(obj);
+      const dest = finalPath(base, obj);
       const bucketDir = resolve(base, obj.bucket);
       const tmp = join(tmpDir, obj.id);
       await mkdir(tmpDir, { recursive: true, mode: DIR_MODE });
@@ -130,7 +164,7 @@ export function diskBackend(root: string, db: Db): Backend {
     },
 
     async adopt(obj, file): Promise<PendingPut> {
-      const dest = finalPath(obj);
+      const dest = finalPath(base, obj);
       const bucketDir = resolve(base, obj.bucket);
       await mkdir(dirname(dest), { recursive: true, mode: DIR_MODE });
       await rename(file, dest);
@@ -143,7 +177,7 @@ export function diskBackend(root: string, db: Db): Backend {
     },
 
     async get(obj: ObjectAddress, _size: number, range: ByteRange | null): Promise<Readable | null> {
-      const p = finalPath(obj);
+      const p = finalPath(base, obj);
       let fh: FileHandle;
       try {
         fh = await open(p, 'r'); // an open file survives a concurrent replace or delete
@@ -155,34 +189,11 @@ export function diskBackend(root: string, db: Db): Backend {
     },
 
     async delete(obj: ObjectAddress): Promise<void> {
-      await removePlaced(finalPath(obj), resolve(base, obj.bucket));
+      await removePlaced(finalPath(base, obj), resolve(base, obj.bucket));
     },
 
     async sweep(): Promise<number> {
-      let removed = 0;
-      // Temporary files: an idle one belongs to an upload that is over, committed or not.
-      let tmpNames: string[] = [];
-      try {
-        tmpNames = await readdir(tmpDir);
-      } catch {
-        // no .tmp yet
-      }
-      const tmpIds = tmpNames.filter((n) => UUID.test(n));
-      for (const [id] of await idle(tmpIds)) {
-        await rm(join(tmpDir, id), { force: true });
-        removed++;
-      }
-      // Placed files: left over when idle and no committed row names them.
-      const placed: { path: string; id: string; bucketDir: string }[] = [];
-      for await (const f of placedFiles()) placed.push(f);
-      const state = await idle(placed.map((f) => f.id));
-      for (const f of placed) {
-        if (state.get(f.id) === false) {
-          await removePlaced(f.path, f.bucketDir);
-          removed++;
-        }
-      }
-      return removed;
+      return sweepDisk(base, db);
     },
   };
 }
