@@ -71,13 +71,12 @@ export function Chart({ minutes }: { minutes: Minute[] }) {
           </g>
         ))}
         {line && <polyline points={line} fill="none" stroke="#b54708" stroke-width="2" vector-effect="non-scaling-stroke" />}
-        <text x="2" y={H - 4} font-size="11" fill="#5b6470">
-          {minutes[0]?.minute.slice(11, 16)} UTC
-        </text>
-        <text x={W - 2} y={H - 4} font-size="11" fill="#5b6470" text-anchor="end">
-          now
-        </text>
+        {minutes.map((m, i) => m.p95_ms !== null && <rect x={i * bw + bw / 2 - 2} y={yp(m.p95_ms) - 2} width="4" height="4" fill="#b54708" />)}
       </svg>
+      <div class="axis">
+        <span>{minutes[0]?.minute.slice(11, 16)} UTC</span>
+        <span>now</span>
+      </div>
     </figure>
   );
 }
@@ -159,7 +158,7 @@ export function LogsView() {
         <DataTable
           caption={`Requests, newest first (${shown.length} of ${all.length})`}
           columns={['time', 'method', 'path', 'status', 'ms', 'role']}
-          rows={shown.map((e) => ({ time: e.time.slice(11, 19), method: e.method, path: e.path, status: e.status, ms: e.duration_ms, role: e.role }))}
+          rows={shown.map((e) => ({ time: e.time.slice(11, 19), method: e.method, path: e.path, status: e.status, ms: Math.round(e.duration_ms * 10) / 10, role: e.role }))}
           actions={(_r, i) => (
             <button type="button" class="small mono" aria-label={`Request ${shown[i].id}`} aria-expanded={open === shown[i].id} onClick={() => setOpen(open === shown[i].id ? null : shown[i].id)}>
               {short(shown[i].id)}
