@@ -1,10 +1,14 @@
 /**
  * Per-minute counts of the answered requests over the last hour, for the dashboard's chart
  * (GET /api/requests/minutes): requests, errors (5xx) and the 95th percentile of the
- * duration, for the application's requests apart from the dashboard's own (which send an
- * X-Request-Id starting with `dashboard-`). Durations go into buckets a quarter of a power of
- * two wide (about 19 % apart), so the percentile is the upper edge of its bucket.
+ * duration, for the application's requests apart from the dashboard's own (its files under
+ * /_/, and its calls, which send an X-Request-Id starting with `dashboard-`). Durations go
+ * into buckets a quarter of a power of two wide (about 19 % apart), so the percentile is the
+ * upper edge of its bucket.
  */
+
+/** The dashboard's own requests: its page and files (/_/…), and its calls, whose X-Request-Id starts with `dashboard-`. */
+export const isDashboards = (e: { id: string; path: string }) => e.id.startsWith('dashboard-') || e.path === '/_' || e.path.startsWith('/_/');
 
 const MINUTES = 60;
 const BUCKETS = 84; // 2^(83/4) ms: about 1.7 million ms, over 28 minutes
@@ -35,9 +39,9 @@ export class RequestMinutes {
   private readonly app = new Map<number, Minute>();
   private readonly dashboard = new Map<number, Minute>();
 
-  add(e: { id: string; status: number; duration_ms: number }, now = Date.now()): void {
+  add(e: { id: string; path: string; status: number; duration_ms: number }, now = Date.now()): void {
     const at = Math.floor(now / 60_000);
-    const table = e.id.startsWith('dashboard-') ? this.dashboard : this.app;
+    const table = isDashboards(e) ? this.dashboard : this.app;
     let m = table.get(at);
     if (m === undefined) {
       m = { at, requests: 0, errors: 0, client_errors: 0, hist: new Uint32Array(BUCKETS) };

@@ -28,7 +28,8 @@ interface Minute {
   p95_ms: number | null;
 }
 
-const ownId = (e: Entry) => e.id.startsWith('dashboard-');
+/** The dashboard's own requests: its files under /_/ and its calls (X-Request-Id dashboard-…), as the service counts them. */
+const ownId = (e: Entry) => e.id.startsWith('dashboard-') || e.path === '/_' || e.path.startsWith('/_/');
 const short = (id: string) => id.replace(/^dashboard-/, '').slice(0, 8);
 
 function statusMatches(status: number, want: string): boolean {
