@@ -10,10 +10,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { watch } from 'graphile-migrate';
 import { startApp } from '../helpers/app.ts';
-import { migrateSettings } from '../../src/core/migrate.ts';
 import { createLogger } from '../../src/core/log.ts';
+import { applyCurrent } from './walk.ts';
+import { folderStore, scheduleBackups } from '../../src/core/backup.ts';
+import { noteBackupFailure } from '../../src/dashboard/backups.ts';
 
 const OWNED = [
   {
@@ -85,8 +86,7 @@ t.test('development: appended to current.sql, applied by the watch, served by RE
   t.ok(file.startsWith('-- Your migration in progress\n\n-- from the dashboard, '), 'appended after what was there');
   t.ok(file.includes(r.body.sql), 'the SQL shown is the SQL written');
 
-  const gm = migrateSettings(app.db.url, app.config.anonymousRole, createLogger('silent'), dir);
-  await watch(gm, true); // what npm run dev's watch does on the save
+  applyCurrent(app, dir); // what npm run dev's watch does on the save
   const [rls] = await app.db.sql`select relrowsecurity from pg_class where oid = 'public.notes'::regclass`;
   t.equal(rls.relrowsecurity, true, 'the table is there with RLS');
   const rename = await app.call('POST', '/api/dashboard/schema', {
@@ -94,8 +94,8 @@ t.test('development: appended to current.sql, applied by the watch, served by RE
     body: { apply: true, actions: [{ action: 'rename_column', table: 'notes', column: 'body', to: 'text' }, { action: 'add_column', table: 'notes', column: { name: 'done', type: 'boolean', nullable: false, default: 'false' } }, { action: 'drop_column', table: 'notes', column: 'tags' }] },
   });
   t.equal(rename.status, 200);
-  await watch(gm, true);
-  await watch(gm, true);
+  applyCurrent(app, dir);
+  applyCurrent(app, dir);
   t.pass('the whole current.sql runs again without error (the watch re-runs it on every save)');
   const cols = await app.db.sql`select column_name from information_schema.columns where table_schema = 'public' and table_name = 'notes' order by ordinal_position`;
   t.same(cols.map((c) => c.column_name), ['id', 'text', 'owner', 'done']);
@@ -146,6 +146,27 @@ t.test('schedules paused and resumed; backups listed; the chart counts without t
   t.equal(listed.body.env, `BACKUP_DIR=${backups}`);
   t.equal(listed.body.retention_days, 3);
   t.equal(listed.body.last_error, null);
+  // A base backup that fails (the server cannot be reached) is the last error shown, as src/boot.ts wires it.
+  let failed = false;
+  const schedule = scheduleBackups({
+    store: folderStore(mkdtempSync(join(tmpdir(), 'plinth-schema-failing-'))),
+    spool: null,
+    dataDir: tmpdir(),
+    adminUrl: 'postgres://postgres@127.0.0.1:1/postgres',
+    intervalMs: 3_600_000,
+    retentionDays: 1,
+    log: createLogger('silent'),
+    onFailed: (err) => {
+      noteBackupFailure(err);
+      failed = true;
+    },
+  });
+  const until = Date.now() + 30_000;
+  while (!failed && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+  await schedule.stop();
+  await schedule.close();
+  const withError = await app.call('GET', '/api/backups', { token: app.serviceKey });
+  t.match(withError.body.last_error, { at: String, message: /ECONNREFUSED|connect/ }, 'the last failure, with its time and message');
   t.equal((await app.call('GET', '/api/backups', { token: app.anonKey })).status, 403);
 
   await app.call('GET', '/rest/v1/no_such_table', { token: app.serviceKey });

@@ -9,9 +9,8 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { watch } from 'graphile-migrate';
-import { migrateSettings } from '../../src/core/migrate.ts';
-import { createLogger } from '../../src/core/log.ts';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import type { TestApp } from '../helpers/app.ts';
 import { PASSWORD, uniqueEmail } from '../auth/helpers.ts';
 
@@ -46,8 +45,13 @@ export async function watchApplies(app: TestApp, migrations: string, text: strin
     if (Date.now() > deadline) throw new Error(`current.sql never got ${text}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  await watch(migrateSettings(app.db.url, app.config.anonymousRole, createLogger('silent'), migrations), true);
+  applyCurrent(app, migrations);
   return readFileSync(file, 'utf8');
+}
+
+/** Run current.sql as the watch does on a save (test/dashboard/watch-once.ts); throws with its output when it fails. */
+export function applyCurrent(app: TestApp, migrations: string): void {
+  execFileSync(process.execPath, [fileURLToPath(new URL('./watch-once.ts', import.meta.url)), app.db.url, migrations, app.config.anonymousRole], { stdio: 'pipe' });
 }
 
 /** The table REST serves under its owner-only policy: each user sees their own rows only. */
