@@ -1,1 +1,2 @@
--- Enter migration here
+--!include dashboard/schema.sql
+--!include schedules/schedules.sql

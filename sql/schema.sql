@@ -2242,6 +2242,191 @@ CREATE FUNCTION dashboard_private.live_registry() RETURNS jsonb
 $$;
 
 --
+-- Name: schema_action(jsonb); Type: FUNCTION; Schema: dashboard_private; Owner: -
+--
+
+CREATE FUNCTION dashboard_private.schema_action(a jsonb, OUT status text, OUT statement text) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+  v_t text := a->>'table';
+  v_q text;
+  v_col record;
+  v_defs text[] := '{}';
+  v_key text[] := '{}';
+  v_c jsonb;
+  v_owner text := a->>'owner_column';
+  v_roles text[];
+  v_privs text[];
+begin
+  status := 'ok';
+  if jsonb_typeof(a) <> 'object' then status := 'invalid_action'; return; end if;
+  if not dashboard_private.schema_name_ok(v_t) then status := 'invalid_name'; return; end if;
+  v_q := format('public.%I', v_t);
+  case a->>'action'
+  when 'create_table' then
+    if jsonb_typeof(a->'columns') <> 'array' or jsonb_array_length(a->'columns') = 0 then status := 'invalid_action'; return; end if;
+    for v_c in select * from jsonb_array_elements(a->'columns') loop
+      select * into v_col from dashboard_private.schema_column(v_c || jsonb_build_object('_created', coalesce(a->'_created', '[]') || to_jsonb(v_t)));
+      if v_col.problem <> 'ok' then status := v_col.problem; return; end if;
+      v_defs := v_defs || v_col.definition;
+      if coalesce((v_c->>'primary_key')::boolean, false) then v_key := v_key || format('%I', v_c->>'name'); end if;
+    end loop;
+    if cardinality(v_key) > 0 then v_defs := v_defs || ('primary key (' || array_to_string(v_key, ', ') || ')'); end if;
+    statement := format(E'create table if not exists %s (\n  %s\n);', v_q, array_to_string(v_defs, E',\n  '));
+  when 'add_column' then
+    select * into v_col from dashboard_private.schema_column(a->'column' || jsonb_build_object('_created', coalesce(a->'_created', '[]')));
+    if v_col.problem <> 'ok' then status := v_col.problem; return; end if;
+    statement := format('alter table %s add column if not exists %s;', v_q, v_col.definition);
+  when 'rename_column' then
+    if not dashboard_private.schema_name_ok(a->>'column') or not dashboard_private.schema_name_ok(a->>'to') then status := 'invalid_name'; return; end if;
+    -- Only while the old name is there and the new one is not: the watch runs the file again.
+    statement := format(E'do $rename$ begin\n  if exists (select 1 from information_schema.columns where table_schema = ''public'' and table_name = %1$L and column_name = %2$L)\n'
+      '     and not exists (select 1 from information_schema.columns where table_schema = ''public'' and table_name = %1$L and column_name = %3$L) then\n'
+      '    alter table %4$s rename column %2$I to %3$I;\n  end if;\nend $rename$;',
+      v_t, a->>'column', a->>'to', v_q);
+  when 'drop_column' then
+    if not dashboard_private.schema_name_ok(a->>'column') then status := 'invalid_name'; return; end if;
+    statement := format('alter table %s drop column if exists %I;', v_q, a->>'column');
+  when 'enable_rls' then
+    statement := format('alter table %s enable row level security;', v_q);
+  when 'policy' then
+    if not dashboard_private.schema_name_ok(v_owner) then status := 'invalid_name'; return; end if;
+    if a->>'template' = 'owner_only' then
+      statement := format(E'alter table %1$s enable row level security;\ndrop policy if exists %2$I on %1$s;\ncreate policy %2$I on %1$s for all to authenticated\n  using (%3$I = auth.uid()) with check (%3$I = auth.uid());',
+        v_q, v_t || '_owner_only', v_owner);
+    elsif a->>'template' = 'read_all_write_owner' then
+      statement := format(E'alter table %1$s enable row level security;\ndrop policy if exists %2$I on %1$s;\ncreate policy %2$I on %1$s for select to anon, authenticated using (true);\n'
+        'drop policy if exists %3$I on %1$s;\ncreate policy %3$I on %1$s for insert to authenticated with check (%6$I = auth.uid());\n'
+        'drop policy if exists %4$I on %1$s;\ncreate policy %4$I on %1$s for update to authenticated using (%6$I = auth.uid()) with check (%6$I = auth.uid());\n'
+        'drop policy if exists %5$I on %1$s;\ncreate policy %5$I on %1$s for delete to authenticated using (%6$I = auth.uid());',
+        v_q, v_t || '_read_all', v_t || '_insert_owner', v_t || '_update_owner', v_t || '_delete_owner', v_owner);
+    else
+      status := 'invalid_template'; return;
+    end if;
+  when 'grant' then
+    if jsonb_typeof(a->'roles') <> 'array' or jsonb_typeof(a->'privileges') <> 'array' then status := 'invalid_grant'; return; end if;
+    select array_agg(x order by x) into v_roles from jsonb_array_elements_text(a->'roles') x;
+    select array_agg(x order by array_position(array['select', 'insert', 'update', 'delete'], x)) into v_privs from jsonb_array_elements_text(a->'privileges') x;
+    if v_roles is null or v_privs is null or not v_roles <@ array['anon', 'authenticated', 'service_role']
+       or not v_privs <@ array['select', 'insert', 'update', 'delete'] then
+      status := 'invalid_grant'; return;
+    end if;
+    statement := format('grant %s on %s to %s;', array_to_string(v_privs, ', '), v_q, array_to_string(v_roles, ', '));
+  else
+    status := 'invalid_action';
+  end case;
+end
+$_$;
+
+--
+-- Name: schema_column(jsonb); Type: FUNCTION; Schema: dashboard_private; Owner: -
+--
+
+CREATE FUNCTION dashboard_private.schema_column(c jsonb, OUT definition text, OUT problem text) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_ref jsonb := c->'references';
+  v_on text := coalesce(c->'references'->>'on_delete', 'no action');
+begin
+  if jsonb_typeof(c) <> 'object' or not dashboard_private.schema_name_ok(c->>'name') then problem := 'invalid_name'; return; end if;
+  if not dashboard_private.schema_type_ok(lower(btrim(c->>'type'))) then problem := 'invalid_type'; return; end if;
+  definition := format('%I %s', c->>'name', lower(btrim(c->>'type')));
+  if coalesce((c->>'identity')::boolean, false) then
+    definition := definition || ' generated always as identity';
+  elsif nullif(btrim(c->>'default'), '') is not null then
+    if not dashboard_private.schema_default_ok(btrim(c->>'default')) then problem := 'invalid_default'; definition := null; return; end if;
+    definition := definition || ' default ' || btrim(c->>'default');
+  end if;
+  if not coalesce((c->>'nullable')::boolean, true) then definition := definition || ' not null'; end if;
+  if v_ref is not null and jsonb_typeof(v_ref) <> 'null' then
+    if jsonb_typeof(v_ref) <> 'object' or v_on not in ('no action', 'cascade', 'set null', 'restrict')
+       or not ((v_ref->>'table' = 'auth.users' and v_ref->>'column' = 'id')
+               or (dashboard_private.schema_name_ok(v_ref->>'table') and dashboard_private.schema_name_ok(v_ref->>'column')
+                   and (v_ref->>'table' in (select jsonb_array_elements_text(coalesce(c->'_created', '[]')))
+                        or exists (select 1 from pg_attribute a where a.attrelid = to_regclass(format('public.%I', v_ref->>'table'))
+                                   and a.attname = v_ref->>'column' and a.attnum > 0 and not a.attisdropped)))) then
+      problem := 'invalid_reference'; definition := null; return;
+    end if;
+    definition := definition || format(' references %s (%I) on delete %s',
+      case when v_ref->>'table' = 'auth.users' then 'auth.users' else format('public.%I', v_ref->>'table') end, v_ref->>'column', v_on);
+  end if;
+  problem := 'ok';
+end
+$$;
+
+--
+-- Name: schema_default_ok(text); Type: FUNCTION; Schema: dashboard_private; Owner: -
+--
+
+CREATE FUNCTION dashboard_private.schema_default_ok(d text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+  select d ~ '^-?\d{1,30}(\.\d{1,30})?$'
+      or d in ('true', 'false', 'null', 'now()', 'current_timestamp', 'current_date', 'gen_random_uuid()', 'auth.uid()')
+      or (d ~ '^''([^'']|'''')*''(::[a-z][a-z0-9_ ]*(\[\])?)?$'
+          and (position('::' in d) = 0 or dashboard_private.schema_type_ok(substring(d from '::([a-z][a-z0-9_ ]*(\[\])?)$'))))
+$_$;
+
+--
+-- Name: schema_name_ok(text); Type: FUNCTION; Schema: dashboard_private; Owner: -
+--
+
+CREATE FUNCTION dashboard_private.schema_name_ok(n text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$ select n is not null and n ~ '^[a-z_][a-z0-9_]{0,62}$' $_$;
+
+--
+-- Name: schema_sql(jsonb); Type: FUNCTION; Schema: dashboard_private; Owner: -
+--
+
+CREATE FUNCTION dashboard_private.schema_sql(actions jsonb, OUT status text, OUT statement text, OUT failed integer) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_r record;
+  v_parts text[] := '{}';
+  v_i int := 0;
+  v_created jsonb := '[]';
+begin
+  if jsonb_typeof(actions) <> 'array' or jsonb_array_length(actions) = 0 or jsonb_array_length(actions) > 50 then
+    status := 'invalid_action'; failed := 0; return;
+  end if;
+  for v_i in 0 .. jsonb_array_length(actions) - 1 loop
+    -- A foreign key may point at a table made by an earlier action of the same change.
+    select * into v_r from dashboard_private.schema_action(actions->v_i || jsonb_build_object('_created', v_created));
+    if v_r.status <> 'ok' then status := v_r.status; failed := v_i; return; end if;
+    if actions->v_i->>'action' = 'create_table' then v_created := v_created || to_jsonb(actions->v_i->>'table'); end if;
+    v_parts := v_parts || v_r.statement;
+  end loop;
+  status := 'ok';
+  statement := array_to_string(v_parts, E'\n');
+end
+$$;
+
+--
+-- Name: schema_type_ok(text); Type: FUNCTION; Schema: dashboard_private; Owner: -
+--
+
+CREATE FUNCTION dashboard_private.schema_type_ok(t text) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+  if t is null or t !~ '^[a-z][a-z0-9_]*( [a-z][a-z0-9_]*){0,3}(\(\d{1,4}(, ?\d{1,4})?\))?(\[\])?$' then return false; end if;
+  return to_regtype(t) is not null;
+exception when others then
+  return false;
+end
+$_$;
+
+--
 -- Name: setup_admin(text, text, text); Type: FUNCTION; Schema: dashboard_private; Owner: -
 --
 
@@ -4220,7 +4405,7 @@ declare
   v_next timestamptz;
 begin
   select * into v_s from plinth_private.schedules s where s.name = arm.name;
-  if not found then return null; end if;
+  if not found or v_s.paused then return null; end if;
   v_next := plinth_private.cron_next(plinth_private.cron_parse(v_s.cron), v_s.options->>'timezone', now());
   if v_next is null then return null; end if;
   perform graphile_worker.add_job('plinth__tick', json_build_object('s', v_s.name, 'at', v_next),
@@ -4656,6 +4841,26 @@ CREATE FUNCTION plinth_private.list_schedules() RETURNS jsonb
 $$;
 
 --
+-- Name: pause_schedule(text, boolean); Type: FUNCTION; Schema: plinth_private; Owner: -
+--
+
+CREATE FUNCTION plinth_private.pause_schedule(name text, paused boolean) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  update plinth_private.schedules s set paused = pause_schedule.paused, updated_at = now() where s.name = pause_schedule.name;
+  if not found then return 'not_found'; end if;
+  if paused then
+    perform graphile_worker.remove_job('plinth:schedule:' || pause_schedule.name);
+  else
+    perform plinth_private.arm(pause_schedule.name, false);
+  end if;
+  return 'ok';
+end
+$$;
+
+--
 -- Name: purge_runs(integer); Type: FUNCTION; Schema: plinth_private; Owner: -
 --
 
@@ -4900,6 +5105,7 @@ CREATE TABLE plinth_private.schedules (
     options jsonb DEFAULT '{}'::jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
     CONSTRAINT schedules_name_check CHECK ((name ~ '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$'::text))
 );
 
@@ -4918,6 +5124,7 @@ CREATE FUNCTION plinth_private.schedule_json(s plinth_private.schedules) RETURNS
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   select jsonb_build_object('name', s.name, 'cron', s.cron, 'target', s.target, 'payload', s.payload, 'options', s.options,
+    'paused', s.paused,
     'next_run_at', to_char((select j.run_at from graphile_worker.jobs j where j.key = 'plinth:schedule:' || s.name)
                            at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
     'created_at', to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
@@ -4959,7 +5166,7 @@ declare
   v_n int := 0;
 begin
   select * into v_s from plinth_private.schedules s where s.name = tick.name;
-  if not found then return 0; end if;
+  if not found or v_s.paused then return 0; end if;
   v_spec := plinth_private.cron_parse(v_s.cron);
   v_from := now() - coalesce((v_s.options->>'backfill')::interval, interval '1 minute');
   while v_t is not null and v_t <= now() and v_n < 1000 loop
@@ -9073,6 +9280,42 @@ REVOKE ALL ON FUNCTION auth_private.user_json(u auth.users) FROM PUBLIC;
 REVOKE ALL ON FUNCTION dashboard_private.live_registry() FROM PUBLIC;
 
 --
+-- Name: FUNCTION schema_action(a jsonb, OUT status text, OUT statement text); Type: ACL; Schema: dashboard_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION dashboard_private.schema_action(a jsonb, OUT status text, OUT statement text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION schema_column(c jsonb, OUT definition text, OUT problem text); Type: ACL; Schema: dashboard_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION dashboard_private.schema_column(c jsonb, OUT definition text, OUT problem text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION schema_default_ok(d text); Type: ACL; Schema: dashboard_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION dashboard_private.schema_default_ok(d text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION schema_name_ok(n text); Type: ACL; Schema: dashboard_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION dashboard_private.schema_name_ok(n text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION schema_sql(actions jsonb, OUT status text, OUT statement text, OUT failed integer); Type: ACL; Schema: dashboard_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION dashboard_private.schema_sql(actions jsonb, OUT status text, OUT statement text, OUT failed integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION schema_type_ok(t text); Type: ACL; Schema: dashboard_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION dashboard_private.schema_type_ok(t text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION setup_admin(token text, email text, password_hash text); Type: ACL; Schema: dashboard_private; Owner: -
 --
 
@@ -9740,6 +9983,12 @@ REVOKE ALL ON FUNCTION plinth_private.list_runs(name text, kind text, outcome te
 --
 
 REVOKE ALL ON FUNCTION plinth_private.list_schedules() FROM PUBLIC;
+
+--
+-- Name: FUNCTION pause_schedule(name text, paused boolean); Type: ACL; Schema: plinth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION plinth_private.pause_schedule(name text, paused boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION purge_runs(days integer); Type: ACL; Schema: plinth_private; Owner: -

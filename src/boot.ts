@@ -166,6 +166,8 @@ try {
       retentionDays: config.backupRetentionDays,
       log,
       onTaken: (b) => metrics.backupLast.set(Date.parse(b.stopped_at) / 1000),
+      // The dashboard's Backups view shows the last failure.
+      onFailed: (await import('./dashboard/backups.ts')).noteBackupFailure,
     });
   }
   const setup = config.dashboardEnabled ? await setupToken(service.db).catch(() => null) : null;

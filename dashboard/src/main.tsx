@@ -9,7 +9,7 @@ import './style.css';
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { call, currentSession, errorText, get, onSession, setSession } from './api.ts';
-import { ErrorLine, Field, useAction } from './ui.tsx';
+import { ErrorLine, Field, Icon, useAction } from './ui.tsx';
 import { EnrolOffer, SecondFactor, startAccountSession, verifiedFactor, type Pending, type TokenAnswer } from './mfa.tsx';
 import { TablesView } from './views/tables.tsx';
 import { SqlView } from './views/sql.tsx';
@@ -19,9 +19,11 @@ import { WebhooksView } from './views/webhooks.tsx';
 import { FunctionsView } from './views/functions.tsx';
 import { LiveView } from './views/live.tsx';
 import { LogsView } from './views/logs.tsx';
+import { SchedulesView } from './views/schedules.tsx';
+import { BackupsView } from './views/backups.tsx';
 import { SettingsView, type Settings } from './views/settings.tsx';
 
-const VIEWS = ['tables', 'sql', 'users', 'storage', 'webhooks', 'functions', 'live', 'logs', 'settings'] as const;
+const VIEWS = ['tables', 'sql', 'users', 'storage', 'webhooks', 'functions', 'live', 'schedules', 'backups', 'logs', 'settings'] as const;
 type View = (typeof VIEWS)[number];
 const TITLES: Record<View, string> = {
   tables: 'Tables',
@@ -31,6 +33,8 @@ const TITLES: Record<View, string> = {
   webhooks: 'Webhooks',
   functions: 'Functions',
   live: 'Live',
+  schedules: 'Schedules',
+  backups: 'Backups',
   logs: 'Logs',
   settings: 'Settings',
 };
@@ -174,7 +178,8 @@ function Shell({ view }: { view: View }) {
         <nav aria-label="Views">
           {VIEWS.map((v) => (
             <a href={`#/${v}`} aria-current={v === view ? 'page' : undefined}>
-              {TITLES[v]}
+              <Icon name={v} />
+              <span>{TITLES[v]}</span>
             </a>
           ))}
         </nav>
@@ -193,6 +198,8 @@ function Shell({ view }: { view: View }) {
         {view === 'webhooks' && <WebhooksView />}
         {view === 'functions' && <FunctionsView settings={settings} />}
         {view === 'live' && <LiveView />}
+        {view === 'schedules' && <SchedulesView />}
+        {view === 'backups' && <BackupsView />}
         {view === 'logs' && <LogsView />}
         {view === 'settings' && <SettingsView settings={settings} />}
       </main>

@@ -53,7 +53,10 @@ export function s3Store(cfg: S3Config, prefix: string): BackupStore {
     backups: async () => (await list(`${prefix}base/`, '/')).folders,
     async segments() {
       const { objects } = await list(`${prefix}wal/`);
-      return objects.map((o) => ({ name: o.Key!.slice(prefix.length + 4), stored: o.LastModified?.getTime() ?? 0 }));
+      return objects.map((o) => ({ name: o.Key!.slice(prefix.length + 4), stored: o.LastModified?.getTime() ?? 0, bytes: o.Size ?? 0 }));
+    },
+    async bytes(key) {
+      return (await list(prefix + key)).objects.reduce((n, o) => n + (o.Size ?? 0), 0);
     },
     async read(key) {
       try {

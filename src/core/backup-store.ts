@@ -12,7 +12,9 @@ export interface BackupStore {
   /** The names under base/ (one per base backup, finished or not). */
   backups(): Promise<string[]>;
   /** The files of the WAL archive, with when each was stored (ms). */
-  segments(): Promise<Array<{ name: string; stored: number }>>;
+  segments(): Promise<Array<{ name: string; stored: number; bytes: number }>>;
+  /** The bytes stored under `key` (a folder when it ends with `/`). */
+  bytes(key: string): Promise<number>;
   read(key: string): Promise<string | null>;
   write(key: string, text: string): Promise<void>;
   /** Store the local file `path` as `key`; false when the file is gone (PostgreSQL removed it). */

@@ -57,8 +57,27 @@ export function folderStore(dir: string): BackupStore {
     backups: () => names('base'),
     async segments() {
       const out = [];
-      for (const name of await names('wal')) out.push({ name, stored: (await stat(join(dir, 'wal', name))).mtimeMs });
+      for (const name of await names('wal')) {
+        const st = await stat(join(dir, 'wal', name));
+        out.push({ name, stored: st.mtimeMs, bytes: st.size });
+      }
       return out;
+    },
+    async bytes(key) {
+      const walk = async (path: string): Promise<number> => {
+        let st;
+        try {
+          st = await stat(path);
+        } catch (err) {
+          if (isGone(err)) return 0;
+          throw err;
+        }
+        if (!st.isDirectory()) return st.size;
+        let n = 0;
+        for (const e of await readdir(path)) n += await walk(join(path, e));
+        return n;
+      };
+      return walk(join(dir, key));
     },
     async read(key) {
       try {
@@ -230,7 +249,7 @@ export async function prune(store: BackupStore, days: number, now = Date.now()):
  * With S3: the spool's segments uploaded in name order, each removed once stored; every
  * `everyMs`, and on `flush()` (a base backup's end). A failed upload is logged and retried.
  */
-export function walUploader(store: BackupStore, spool: string, log: Logger, everyMs = 2000): { flush(): Promise<void>; stop(): Promise<void> } {
+export function walUploader(store: BackupStore, spool: string, log: Logger, everyMs = 2000, onFailed?: (err: unknown) => void): { flush(): Promise<void>; stop(): Promise<void> } {
   let chain: Promise<void> = Promise.resolve();
   let failing = false;
   const once = async () => {
@@ -248,6 +267,7 @@ export function walUploader(store: BackupStore, spool: string, log: Logger, ever
       },
       (err) => {
         if (!failing) log.error({ err }, 'WAL upload to S3 failed; retrying (the segments wait in DATA_DIR/wal-spool)');
+        onFailed?.(err);
         failing = true;
         throw err;
       },
@@ -286,13 +306,13 @@ export interface Backups {
  * logged (error) and the next run comes on schedule. With `spool` (S3), the WAL uploader runs too.
  */
 export function scheduleBackups(
-  o: Omit<BaseBackupOptions, 'flushWal' | 'signal'> & { spool: string | null; intervalMs: number; retentionDays: number; log: Logger; onTaken?: (b: BackupInfo) => void },
+  o: Omit<BaseBackupOptions, 'flushWal' | 'signal'> & { spool: string | null; intervalMs: number; retentionDays: number; log: Logger; onTaken?: (b: BackupInfo) => void; onFailed?: (err: unknown) => void },
 ): Backups {
   let timer: NodeJS.Timeout | null = null;
   let running: Promise<void> | null = null;
   let stopped = false;
   const abort = new AbortController();
-  const uploader = o.spool === null ? null : walUploader(o.store, o.spool, o.log);
+  const uploader = o.spool === null ? null : walUploader(o.store, o.spool, o.log, 2000, (err) => o.onFailed?.(new Error(`WAL upload failed: ${(err as Error).message}`)));
   const run = async (): Promise<void> => {
     try {
       const b = await baseBackup({ ...o, signal: abort.signal, flushWal: uploader ? () => uploader.flush() : undefined });
@@ -301,7 +321,10 @@ export function scheduleBackups(
       o.log.info({ backup: b.name, start_wal: b.start_wal, pruned }, 'base backup taken');
     } catch (err) {
       if (abort.signal.aborted) o.log.warn('base backup interrupted by the stop');
-      else o.log.error({ err }, 'base backup failed; the next one runs on schedule');
+      else {
+        o.log.error({ err }, 'base backup failed; the next one runs on schedule');
+        o.onFailed?.(err);
+      }
     }
   };
   const next = (ms: number) => {

@@ -11,6 +11,7 @@
  * (REQUEST_LOG_SIZE, default 1000) that the dashboard reads at `GET /api/requests`.
  */
 import { randomUUID } from 'node:crypto';
+import { RequestMinutes } from './request-minutes.ts';
 
 const INCOMING_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -61,6 +62,8 @@ export class RequestLog {
   private readonly ring: Array<RequestEntry | undefined>;
   private next = 0;
   private count = 0;
+  /** Per-minute counts of the last hour (the dashboard's chart), kept whatever the ring's size. */
+  readonly minutes = new RequestMinutes();
 
   constructor(size: number) {
     this.size = size;
@@ -68,6 +71,7 @@ export class RequestLog {
   }
 
   add(entry: RequestEntry): void {
+    this.minutes.add(entry);
     if (this.size === 0) return;
     this.ring[this.next] = entry;
     this.next = (this.next + 1) % this.size;

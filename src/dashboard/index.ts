@@ -14,6 +14,8 @@ import { checkEmail, checkPassword } from '../auth/validate.ts';
 import { hashPassword } from '../auth/passwords.ts';
 import { buildAssets, type Assets } from './assets.ts';
 import { settings } from './settings.ts';
+import { registerSchemaRoutes } from './schema.ts';
+import { registerBackupRoutes } from './backups.ts';
 
 export const DASHBOARD_ERRORS = {
   setupLinkInvalid: () => new AppError(400, 'invalid or expired setup link'),
@@ -111,5 +113,14 @@ export const dashboardArea: Area = {
     });
 
     app.get('/api/settings', { onRequest: serviceRole }, async (_req, reply) => reply.send(await settings(deps)));
+
+    // The Logs view's chart: per minute over the last hour, the application's requests or the dashboard's own.
+    app.get<{ Querystring: { source?: string } }>('/api/requests/minutes', { onRequest: serviceRole }, async (req, reply) => {
+      const source = req.query.source ?? 'app';
+      if (source !== 'app' && source !== 'dashboard') throw new AppError(400, 'source must be app or dashboard');
+      return reply.header('cache-control', 'no-store').send({ source, minutes: deps.requestLog.minutes.lastHour(source) });
+    });
+    registerSchemaRoutes(app, deps);
+    registerBackupRoutes(app, deps);
   },
 };

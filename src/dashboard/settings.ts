@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import type { Deps } from '../core/area.ts';
 import { originsFor } from '../core/origins.ts';
 import { isEmbeddedUrl } from '../core/embedded-url.ts';
+import { schemaTarget } from './schema.ts';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -22,6 +23,8 @@ export async function settings({ config, db }: Deps): Promise<Record<string, unk
     version: VERSION,
     node: process.version,
     development_mode: config.devMode,
+    // Where the dashboard's schema changes go: appended to the watched current.sql, or offered as SQL.
+    schema_changes: schemaTarget(config).mode === 'development' ? 'migrations/current.sql' : 'sql to copy',
     anon_key: config.anonKey,
     site_url: config.siteUrl,
     api_external_url: config.apiExternalUrl,

@@ -43,6 +43,12 @@ export async function deleteSchedule(sql: Sql, name: string): Promise<'ok' | 'no
   return r.status;
 }
 
+/** Pause (no tick until resumed) or resume a schedule. */
+export async function pauseSchedule(sql: Sql, name: string, paused: boolean): Promise<'ok' | 'not_found'> {
+  const [r] = await call(sql<{ status: 'ok' | 'not_found' }[]>`select plinth_private.pause_schedule(${name}, ${paused}) as status`);
+  return r.status;
+}
+
 /** The job id of the run added, or null when there is no such schedule. */
 export async function runNow(sql: Sql, name: string): Promise<string | null> {
   const [r] = await call(sql<{ id: string | null }[]>`select plinth_private.run_now(${name})::text as id`);

@@ -4,6 +4,8 @@
  *   POST   /api/schedules                 201 Schedule (new name) / 200 (changed): an upsert
  *   DELETE /api/schedules/{name}          200 {"message": "schedule deleted"}
  *   POST   /api/schedules/{name}/run      202 {"job_id": "…"}: one run now
+ *   POST   /api/schedules/{name}/pause    200 Schedule, paused (no tick until resumed)
+ *   POST   /api/schedules/{name}/resume   200 Schedule, armed for its next tick
  *   POST   /api/queues/{queue}            202 {"job_id": "…"}: body {"payload": …, "options": {…}}
  *   GET    /api/runs                      200 [Run] newest first; ?name ?kind ?outcome ?before ?limit
  */
@@ -113,6 +115,16 @@ export function registerScheduleRoutes(app: FastifyInstance, deps: Deps): void {
     if (id === null) throw SCHEDULE_ERRORS.scheduleNotFound();
     return reply.code(202).send({ job_id: id });
   });
+
+  for (const verb of ['pause', 'resume'] as const) {
+    app.post<{ Params: { name: string } }>(`/api/schedules/:name/${verb}`, { onRequest: serviceRoleGate }, async (req, reply) => {
+      if (!NAME.test(req.params.name)) throw SCHEDULE_ERRORS.scheduleNotFound();
+      const status = await q.pauseSchedule(sql, req.params.name, verb === 'pause');
+      if (status === 'not_found') throw SCHEDULE_ERRORS.scheduleNotFound();
+      const all = JSON.parse(await q.listSchedules(sql)) as { name: string }[];
+      return reply.code(200).send(all.find((s) => s.name === req.params.name));
+    });
+  }
 
   app.post<{ Params: { queue: string } }>('/api/queues/:queue', { onRequest: serviceRoleGate }, async (req, reply) => {
     if (!NAME.test(req.params.queue)) throw SCHEDULE_ERRORS.queueNotFound();

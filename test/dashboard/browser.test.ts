@@ -4,7 +4,10 @@
  * the setup link, sign-in with an admin account, a refused non-admin, and every view with one
  * action in each (a row inserted, edited and deleted; SQL run; a user created and edited; a bucket made
  * and an image uploaded and previewed; a webhook created and its delivery seen; a function
- * invoked; a live subscriber appearing; a failed request in the logs; the settings). No
+ * invoked; a live subscriber appearing; a failed request in the logs; the settings), run as
+ * `npm run dev` runs the service: a table made with an owner-only policy lands in
+ * migrations/current.sql, the watch applies it and REST serves it under the policy; a schedule
+ * created, run and paused; the backups with a restore command; every view at 390 px. No
  * console error on the way. Screenshots of every view go to .artifacts/dashboard/ (not
  * committed) for a person to look at.
  */
@@ -20,8 +23,10 @@ import { startApp } from '../helpers/app.ts';
 import { PASSWORD, uniqueEmail } from '../auth/helpers.ts';
 import { chromiumMissing, launch } from '../client/browser.ts';
 import { setupToken } from '../../src/dashboard/index.ts';
+import { BACKUP_NAME, ownerOnlyServed, walkFolders, watchApplies } from './walk.ts';
 
 const SHOTS = fileURLToPath(new URL('../../.artifacts/dashboard/', import.meta.url));
+const VIEWS = ['Tables', 'SQL', 'Users', 'Storage', 'Webhooks', 'Functions', 'Live', 'Schedules', 'Backups', 'Logs', 'Settings'];
 // A 2×2 PNG.
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg==', 'base64');
 
@@ -50,8 +55,9 @@ async function run() {
   t.teardown(() => new Promise<void>((r) => receiver.close(() => r())));
   const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
 
+  const folders = walkFolders(t, 'chromium');
   const app = await startApp(t, {
-    env: { AUTH_RATE_LIMIT: '0', ENABLE_SQL_ENDPOINT: 'true', FUNCTIONS_DIR: '/nonexistent/plinth-functions', WEBHOOK_RETRY_SCHEDULE: '100ms' },
+    env: { AUTH_RATE_LIMIT: '0', ENABLE_SQL_ENDPOINT: 'true', FUNCTIONS_DIR: '/nonexistent/plinth-functions', WEBHOOK_RETRY_SCHEDULE: '100ms', ...folders.env },
   });
   await app.db.sql
     .unsafe(
@@ -62,6 +68,9 @@ async function run() {
        insert into public.todos (title) values ('seeded');
        create function public.echo(payload jsonb) returns jsonb language sql stable as $$ select jsonb_build_object('got', payload, 'role', auth.role()) $$;
        grant execute on function public.echo(jsonb) to anon, service_role;
+       create table public.kinds (id bigint generated always as identity primary key, data jsonb, tags text[], at timestamptz, note text default 'none');
+       create function public.ping(p jsonb) returns void language sql as $$ select null::void $$;
+       grant execute on function public.ping(jsonb) to service_role;
        insert into edge.functions (name, runtime) values ('echo', 'plv8');
        select live.subscribe('todo_titles', 'select title from public.todos');`,
     )
@@ -100,11 +109,12 @@ async function run() {
     t.ok(await page.getByRole('table', { name: 'Grants per API role' }).getByRole('cell', { name: 'select, insert, update, delete', exact: true }).isVisible(), "service_role's grants");
     t.ok(await page.getByText('GET /rest/v1/todos?select=*&limit=50&offset=0').isVisible(), 'the request is shown');
     await page.getByRole('button', { name: 'Insert a row' }).click();
-    await page.getByLabel('New row (JSON)').fill('{"title": "from the dashboard"}');
+    await page.getByRole('form', { name: 'New row' }).getByLabel(/^title/).fill('from the dashboard');
     await page.getByRole('button', { name: 'Insert', exact: true }).click();
     await page.getByRole('cell', { name: 'from the dashboard', exact: true }).waitFor();
-    t.ok(await page.getByText(`insert into public.todos (title) values ('from the dashboard');`).isVisible(), 'the change as SQL');
+    t.ok(await page.getByText(`insert into public.todos (title) values ('from the dashboard');`).isVisible(), 'the change as SQL (the form sends the fields set, the rest take their defaults)');
     await page.getByRole('button', { name: 'Edit row 2' }).click();
+    await page.getByLabel('As JSON').check();
     await page.getByLabel('Edit the row (JSON)').fill('{"title": "edited", "done": true}');
     await page.getByRole('button', { name: 'Save' }).click();
     await page.getByRole('cell', { name: 'edited', exact: true }).waitFor();
@@ -113,6 +123,63 @@ async function run() {
     await page.getByRole('cell', { name: 'edited', exact: true }).waitFor({ state: 'detached' });
     const rows = await app.db.sql`select title from public.todos order by id`;
     t.same(rows.map((r) => r.title), ['seeded'], 'the database saw every change');
+  });
+
+  await t.test('Tables: a row of JSON, an array, a timestamp and a NULL, edited field by field', async (t) => {
+    await page.getByRole('button', { name: /^kinds/ }).click();
+    await page.getByRole('button', { name: 'Insert a row' }).click();
+    const form = page.getByRole('form', { name: 'New row' });
+    await form.getByRole('textbox', { name: /^data/ }).fill('{"a": [1, 2], "b": null}');
+    await form.getByRole('textbox', { name: /^tags/ }).fill('["x", "y, z"]');
+    await form.getByRole('textbox', { name: /^at\b/ }).fill('2026-11-28T09:30:00Z');
+    await form.getByLabel('note is NULL').check();
+    await page.getByRole('button', { name: 'Insert', exact: true }).click();
+    await page.getByRole('cell', { name: '["x","y, z"]', exact: true }).waitFor();
+    const [row] = await app.db.sql`select data, tags, at, note from public.kinds`;
+    t.same(row, { data: { a: [1, 2], b: null }, tags: ['x', 'y, z'], at: new Date('2026-11-28T09:30:00Z'), note: null }, 'JSON, an array, a timestamp and NULL (not the default) reach the database');
+    await page.getByRole('button', { name: /^Edit row / }).click();
+    const edit = page.getByRole('form', { name: 'Edit the row' });
+    await edit.getByRole('textbox', { name: /^tags/ }).fill('not json');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await edit.getByRole('alert').getByText('tags: not JSON').waitFor();
+    await edit.getByLabel('data is NULL').check();
+    await edit.getByRole('textbox', { name: /^tags/ }).fill('[]');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await edit.waitFor({ state: 'detached' });
+    const [after] = await app.db.sql`select data, tags, note from public.kinds`;
+    t.same(after, { data: null, tags: [], note: null }, 'set to NULL, an empty array; the untouched field kept');
+  });
+
+  await t.test('Tables: a table made with an owner-only policy, as a migration the watch applies; REST serves it', async (t) => {
+    await page.getByRole('button', { name: 'New table' }).click();
+    const form = page.getByRole('region', { name: 'New table' });
+    await form.getByLabel(/^Table name/).fill('journal');
+    await form.getByRole('button', { name: 'Add a column' }).click();
+    await form.getByRole('group', { name: 'Column 3' }).getByLabel('Name').fill('entry');
+    await form.getByRole('group', { name: 'Column 3' }).getByLabel('Type').fill('text');
+    t.equal(await form.getByLabel('Row-level security policy').inputValue(), 'owner_only', 'owner only by default');
+    await form.getByRole('button', { name: 'Show the SQL' }).click();
+    const sql = form.getByLabel('SQL: create journal', { exact: true });
+    await sql.waitFor();
+    t.match(await sql.textContent(), /create policy journal_owner_only on public\.journal for all to authenticated/, 'the SQL is shown first');
+    await shot('tables-new');
+    await form.getByRole('button', { name: /^Append to .*current\.sql$/ }).click();
+    const file = await watchApplies(app, folders.migrations, 'create policy journal_owner_only');
+    t.ok(file.includes(((await sql.textContent()) ?? '').trim()), 'migrations/current.sql holds the SQL shown');
+    await page.getByRole('heading', { level: 3, name: /^public\.journal/ }).waitFor({ timeout: 60_000 });
+    t.ok(await page.getByRole('table', { name: 'Policies' }).getByText('journal_owner_only').isVisible(), 'the policy is listed');
+    const served = await ownerOnlyServed(app, 'journal', 'entry');
+    t.same(served, { own: [{ entry: 'mine' }], other: [] }, "REST serves it: each user sees their own rows only");
+
+    await page.getByRole('combobox', { name: /^Change/ }).selectOption('rename_column');
+    await page.getByRole('combobox', { name: /^Column/ }).selectOption('entry');
+    await page.getByLabel('New name').fill('body');
+    await page.getByRole('button', { name: 'Show the SQL' }).click();
+    await page.getByRole('button', { name: /^Append to / }).click();
+    await watchApplies(app, folders.migrations, 'rename column entry to body');
+    await page.getByRole('table', { name: 'Columns' }).getByRole('cell', { name: 'body', exact: true }).waitFor({ timeout: 60_000 });
+    await shot('tables-changed');
+    t.pass('a column renamed the same way');
   });
 
   await t.test('SQL: a statement runs through /api/sql', async (t) => {
@@ -247,13 +314,59 @@ async function run() {
     t.pass('the socket is listed');
   });
 
-  await t.test('Logs: a failed request is listed', async (t) => {
-    const failed = await app.call('GET', '/rest/v1/no_such_table', { token: app.serviceKey });
+  await t.test('Schedules: one created, run now, its run in the log, paused', async (t) => {
+    await view('Schedules', 'Schedules');
+    await shot('schedules-empty');
+    await page.getByLabel('Schedule name').fill('pinger');
+    await page.getByLabel(/^Cron/).fill('0 3 * * *');
+    await page.getByLabel(/^Target/).fill('sql:public.ping');
+    await page.getByRole('button', { name: 'Create schedule' }).click();
+    await page.getByRole('table', { name: 'Schedules' }).getByRole('cell', { name: 'pinger', exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Run pinger now' }).click();
+    const refresh = page.getByRole('button', { name: 'Refresh' });
+    await until(page, async () => {
+      if (await page.getByRole('table', { name: /^Runs/ }).getByRole('cell', { name: 'succeeded', exact: true }).count()) return true;
+      await refresh.click();
+      return false;
+    });
+    t.ok(await page.getByRole('table', { name: /^Runs/ }).getByRole('cell', { name: /^\d+ ms$/ }).first().isVisible(), 'with its duration');
+    await page.getByRole('button', { name: 'Pause pinger' }).click();
+    await page.getByRole('table', { name: 'Schedules' }).getByRole('cell', { name: 'paused', exact: true }).waitFor();
+    await page.getByLabel('Outcome').selectOption('failed');
+    await page.getByText('No run matches these filters.').waitFor();
+    await page.getByLabel('Outcome').selectOption('');
+    await shot('schedules');
+    const [row] = await app.db.sql`select paused from plinth_private.schedules where name = 'pinger'`;
+    t.equal(row.paused, true, 'paused in the database');
+  });
+
+  await t.test('Backups: the base backups, the WAL archive and a restore command', async (t) => {
+    await view('Backups', 'Backups');
+    await page.getByRole('table', { name: /^Base backups/ }).getByRole('cell', { name: BACKUP_NAME, exact: true }).waitFor();
+    t.ok(await page.getByRole('table', { name: 'WAL archive' }).getByRole('cell', { name: '32.0 kB', exact: true }).isVisible(), 'the archive and its size');
+    await page.getByLabel(/^Restore to/).fill('2026-11-28T03:30:00Z');
+    const commands = await page.getByLabel('Restore commands', { exact: true }).textContent();
+    t.ok(commands?.includes(`BACKUP_DIR=${folders.backups} npm run restore -- --to '2026-11-28T03:30:00Z' --into /var/lib/plinth-restored`), commands ?? '');
+    await shot('backups');
+  });
+
+  await t.test('Logs: the app apart from the dashboard, a failed request and its detail, the chart', async (t) => {
+    const failed = await app.call('GET', '/rest/v1/no_such_table', { token: app.serviceKey, headers: { 'x-request-id': 'app-request-0123456789' } });
     t.equal(failed.status, 404);
     await view('Logs', 'Logs');
-    await page.getByLabel('Status').fill('404');
+    await page.getByRole('img', { name: /^Last hour: \d+ requests/ }).waitFor();
+    await page.getByLabel('Status').selectOption('4xx');
     await page.getByRole('cell', { name: /no_such_table/ }).first().waitFor();
+    t.equal(await page.getByRole('cell', { name: '/api/tables', exact: true }).count(), 0, "the dashboard's own requests are not among the app's");
+    await page.getByRole('button', { name: 'Request app-request-0123456789' }).click();
+    await page.getByRole('heading', { level: 3, name: /GET \/rest\/v1\/no_such_table/ }).waitFor();
+    t.ok(await page.getByText('app-request-0123456789', { exact: true }).isVisible(), 'the full id in the detail');
     await shot('logs');
+    await page.getByRole('button', { name: "The dashboard's own" }).click();
+    await page.getByLabel('Status').selectOption('');
+    await page.getByRole('cell', { name: '/api/tables', exact: true }).first().waitFor();
+    await shot('logs-dashboard');
+    t.pass("the dashboard's own requests, apart");
   });
 
   await t.test('Settings: read-only configuration', async (t) => {
@@ -264,13 +377,21 @@ async function run() {
     await shot('settings');
   });
 
-  await t.test('usable at 390 px wide', async (t) => {
+  await t.test('every view reachable at 390 px wide, none scrolling sideways', async (t) => {
     await page.setViewportSize({ width: 390, height: 800 });
-    await view('Tables', 'Tables');
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-    t.ok(overflow <= 0, `no horizontal scroll of the page (${overflow} px)`);
-    await shot('tables-390');
+    for (const name of VIEWS) {
+      const link = page.getByRole('link', { name, exact: true });
+      t.ok(await link.isVisible(), `${name}: its link is on the screen`);
+      const box = await link.boundingBox();
+      t.ok(box !== null && box.x >= 0 && box.x + box.width <= 390, `${name}: its link is within the width`);
+      await view(name, name);
+      await page.waitForLoadState('networkidle');
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      t.ok(overflow <= 0, `${name}: no horizontal scroll of the page (${overflow} px)`);
+      await shot(`${name.toLowerCase()}-390`);
+    }
     await page.setViewportSize({ width: 1280, height: 800 });
+    await view('Tables', 'Tables');
   });
 
   await t.test('sign out, sign in with the admin account; a non-admin is refused', async (t) => {

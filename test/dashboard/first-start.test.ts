@@ -101,7 +101,7 @@ if (missing) {
     }
     await listed.click();
     await page.getByRole('button', { name: 'Insert a row' }).click();
-    await page.getByLabel('New row (JSON)').fill('{"body": "hello, embedded"}');
+    await page.getByRole('form', { name: 'New row' }).getByLabel(/^body/).fill('hello, embedded');
     await page.getByRole('button', { name: 'Insert', exact: true }).click();
     await page.getByRole('cell', { name: 'hello, embedded', exact: true }).waitFor();
     await shot('tables');
@@ -130,8 +130,9 @@ if (missing) {
       t.pass(`${name} opens`);
     }
     await view('Logs');
+    await page.getByRole('button', { name: "The dashboard's own" }).click();
     await page.getByRole('cell', { name: /first_notes/ }).first().waitFor();
-    t.pass("the Tables view's requests are in the log");
+    t.pass("the Tables view's requests are in the log, among the dashboard's own");
     await view('Settings');
     await page.getByRole('table', { name: 'Features' }).waitFor();
     await shot('settings');

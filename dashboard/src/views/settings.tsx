@@ -5,6 +5,7 @@ export interface Settings {
   version: string;
   node: string;
   development_mode: boolean;
+  schema_changes: string;
   anon_key: string;
   site_url: string;
   api_external_url: string;
@@ -29,6 +30,7 @@ export function SettingsView({ settings }: { settings: Settings | null }) {
           version: settings.version,
           node: settings.node,
           'development mode': settings.development_mode,
+          'schema changes go to': settings.schema_changes,
           SITE_URL: settings.site_url,
           API_EXTERNAL_URL: settings.api_external_url,
           'allowed origins': settings.allowed_origins,
@@ -37,8 +39,16 @@ export function SettingsView({ settings }: { settings: Settings | null }) {
       <DataTable caption="Features" rows={rows(settings.features)} />
       <DataTable caption="Back ends" rows={rows(settings.back_ends)} />
       <DataTable caption="Limits" rows={rows(settings.limits)} />
-      <DataTable caption="plinth's migrations" rows={settings.migrations.plinth} />
-      <DataTable caption="Your migrations" rows={settings.migrations.app} />
+      <h3>Migrations</h3>
+      {settings.migrations.app.length === 0 ? (
+        <p class="empty">None of yours yet: work in progress is migrations/current.sql; npm run db:commit makes it a migration.</p>
+      ) : (
+        <DataTable caption="Your migrations" rows={settings.migrations.app} />
+      )}
+      <details>
+        <summary>plinth's own migrations ({settings.migrations.plinth.length}, the newest {settings.migrations.plinth.at(-1)?.name ?? 'none'})</summary>
+        <DataTable caption="plinth's migrations" rows={settings.migrations.plinth} />
+      </details>
     </section>
   );
 }

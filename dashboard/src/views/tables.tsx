@@ -1,7 +1,9 @@
 /** Tables: what REST exposes (columns, keys, RLS, policies, grants) and its rows, under the service role. */
 import { useState } from 'preact/hooks';
 import { call, get } from '../api.ts';
-import { DataTable, ErrorLine, Field, ident, literal, useAction, useLoad } from '../ui.tsx';
+import { DataTable, Empty, ErrorLine, Field, ident, literal, useAction, useLoad } from '../ui.tsx';
+import { NewTable, TableSchema } from './schema.tsx';
+import { RowEditor } from './row-editor.tsx';
 
 interface Column {
   name: string;
@@ -34,14 +36,29 @@ const PAGE = 50;
 export function TablesView() {
   const tables = useLoad(() => get<TableInfo[]>('/api/tables'));
   const [selected, setSelected] = useState<string | null>(null);
+  const [creating, setCreating] = useState(false);
   const table = tables.data?.find((t) => t.name === selected) ?? null;
   return (
     <section aria-labelledby="tables-title">
-      <h2 id="tables-title">Tables</h2>
+      <div class="titlebar">
+        <h2 id="tables-title">Tables</h2>
+        <button type="button" class="primary" aria-expanded={creating} onClick={() => setCreating(!creating)}>
+          {creating ? 'Close the new table' : 'New table'}
+        </button>
+      </div>
       <ErrorLine error={tables.error} />
+      {creating && (
+        <NewTable
+          onCreated={(name) => {
+            setCreating(false);
+            setSelected(name);
+            tables.reload();
+          }}
+        />
+      )}
       <div class="split">
         <nav aria-label="Tables and views" class="list">
-          {tables.data?.length === 0 && <p class="empty">No table or view in public yet.</p>}
+          {tables.data?.length === 0 && <Empty>No table or view in public yet: make one with New table.</Empty>}
           <ul>
             {tables.data?.map((t) => (
               <li>
@@ -52,13 +69,15 @@ export function TablesView() {
             ))}
           </ul>
         </nav>
-        <div class="detail">{table ? <TableDetail key={table.name} table={table} /> : <p>Choose a table to see its columns, policies, grants and rows.</p>}</div>
+        <div class="detail">
+          {table ? <TableDetail key={JSON.stringify(table)} table={table} onChanged={tables.reload} /> : <Empty>Choose a table to see its columns, policies, grants and rows.</Empty>}
+        </div>
       </div>
     </section>
   );
 }
 
-function TableDetail({ table }: { table: TableInfo }) {
+function TableDetail({ table, onChanged }: { table: TableInfo; onChanged: () => void }) {
   const key = table.columns.filter((c) => c.primary_key).map((c) => c.name);
   return (
     <div>
@@ -78,6 +97,7 @@ function TableDetail({ table }: { table: TableInfo }) {
         rows={table.policies.map((p) => ({ name: p.name, command: p.command, roles: p.roles.join(', '), using: p.using, 'with check': p.with_check, kind: p.permissive ? 'permissive' : 'restrictive' }))}
       />
       <DataTable caption="Grants per API role" rows={Object.entries(table.grants).map(([role, privs]) => ({ role, privileges: privs.length ? privs.join(', ') : 'none' }))} />
+      {table.kind === 'table' && <TableSchema table={table} onChanged={onChanged} />}
       <Rows table={table} keyColumns={key} />
     </div>
   );
@@ -89,21 +109,23 @@ function Rows({ table, keyColumns }: { table: TableInfo; keyColumns: string[] })
   const [offset, setOffset] = useState(0);
   const path = `/rest/v1/${encodeURIComponent(table.name)}?${applied}${applied ? '&' : ''}limit=${PAGE}&offset=${offset}`;
   const rows = useLoad(() => get<Row[]>(path), [path]);
-  const [editing, setEditing] = useState<{ row: Row | null; text: string } | null>(null);
+  const [editing, setEditing] = useState<{ row: Row | null } | null>(null);
   const [sql, setSql] = useState<string | null>(null);
   const action = useAction();
   const writable = table.kind === 'table';
   const match = (row: Row) => keyColumns.map((c) => `${encodeURIComponent(c)}=eq.${encodeURIComponent(String(row[c]))}`).join('&');
   const where = (row: Row) => keyColumns.map((c) => `${ident(c)} = ${literal(row[c])}`).join(' and ');
-  const editable = (row: Row) => Object.fromEntries(Object.entries(row).filter(([k]) => !table.columns.find((c) => c.name === k)?.generated));
 
-  const save = () =>
+  const save = (values: Row) =>
     action.run(async () => {
-      const values = JSON.parse(editing!.text) as Row;
       const cols = Object.keys(values);
       if (editing!.row === null) {
         await call('POST', `/rest/v1/${encodeURIComponent(table.name)}`, { body: values, headers: { prefer: 'return=minimal' } });
-        setSql(`insert into public.${ident(table.name)} (${cols.map(ident).join(', ')}) values (${cols.map((c) => literal(values[c])).join(', ')});`);
+        setSql(
+          cols.length === 0
+            ? `insert into public.${ident(table.name)} default values;`
+            : `insert into public.${ident(table.name)} (${cols.map(ident).join(', ')}) values (${cols.map((c) => literal(values[c])).join(', ')});`,
+        );
       } else {
         await call('PATCH', `/rest/v1/${encodeURIComponent(table.name)}?${match(editing!.row)}`, { body: values, headers: { prefer: 'return=minimal' } });
         setSql(`update public.${ident(table.name)} set ${cols.map((c) => `${ident(c)} = ${literal(values[c])}`).join(', ')} where ${where(editing!.row)};`);
@@ -145,29 +167,11 @@ function Rows({ table, keyColumns }: { table: TableInfo; keyColumns: string[] })
         </p>
       )}
       {writable && (
-        <button type="button" onClick={() => setEditing({ row: null, text: JSON.stringify(Object.fromEntries(table.columns.filter((c) => !c.generated && c.default === null).map((c) => [c.name, null])), null, 2) })}>
+        <button type="button" onClick={() => setEditing({ row: null })}>
           Insert a row
         </button>
       )}
-      {editing && (
-        <form
-          class="editor"
-          onSubmit={(e) => {
-            e.preventDefault();
-            void save();
-          }}
-        >
-          <Field label={editing.row ? 'Edit the row (JSON)' : 'New row (JSON)'}>
-            <textarea rows={8} value={editing.text} onInput={(e) => setEditing({ ...editing, text: (e.target as HTMLTextAreaElement).value })} spellcheck={false} />
-          </Field>
-          <button type="submit" disabled={action.busy}>
-            {editing.row ? 'Save' : 'Insert'}
-          </button>{' '}
-          <button type="button" onClick={() => setEditing(null)}>
-            Cancel
-          </button>
-        </form>
-      )}
+      {editing && <RowEditor key={JSON.stringify(editing.row)} table={table} row={editing.row} busy={action.busy} onSave={(v) => void save(v)} onCancel={() => setEditing(null)} />}
       {rows.data && (
         <DataTable
           caption={`Rows ${offset + 1}–${offset + rows.data.length}`}
@@ -176,7 +180,7 @@ function Rows({ table, keyColumns }: { table: TableInfo; keyColumns: string[] })
             writable && keyColumns.length > 0
               ? (row) => (
                   <>
-                    <button type="button" onClick={() => setEditing({ row, text: JSON.stringify(editable(row), null, 2) })} aria-label={`Edit row ${keyColumns.map((c) => row[c]).join(',')}`}>
+                    <button type="button" onClick={() => setEditing({ row })} aria-label={`Edit row ${keyColumns.map((c) => row[c]).join(',')}`}>
                       Edit
                     </button>{' '}
                     <button type="button" class="danger" onClick={() => void remove(row)} aria-label={`Delete row ${keyColumns.map((c) => row[c]).join(',')}`}>
