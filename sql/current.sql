@@ -1,2 +1,1 @@
---!include dashboard/schema.sql
---!include schedules/schedules.sql
+-- Enter migration here
