@@ -160,12 +160,14 @@ async function startOne(databaseUrl: string): Promise<void> {
   if (place !== null) joinCluster(service.deps.metrics);
   const { metrics } = service.deps;
   await startBackups((seconds) => metrics.backupLast.set(seconds));
-  const setup = config.dashboardEnabled ? await setupToken(service.db).catch(() => null) : null;
+  // Of several processes, process 1 alone writes the banner (and makes its setup link).
+  const writesBanner = place === null || place.index === 1;
+  const setup = config.dashboardEnabled && writesBanner ? await setupToken(service.db).catch(() => null) : null;
   // `npm run dev` hands the service the embedded database it started (src/core/embedded-url.ts).
   const local = embedded !== null || isEmbeddedUrl(config.databaseUrl, config.dataDir) ? databaseUrl : null;
   const lines = banner(service.url, local, setup);
   // Several processes: the primary prints process 1's banner once all of them listen.
-  if (place !== null) reportReady(place.index === 1 ? lines : null);
+  if (place !== null) reportReady(writesBanner ? lines : null);
   else process.stdout.write(lines.join('\n') + '\n');
 }
 
