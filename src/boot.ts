@@ -11,7 +11,7 @@
 import { createHash } from 'node:crypto';
 import { flushCompileCache } from 'node:module';
 import { join } from 'node:path';
-import { portIsFree } from './core/ports.ts';
+import { freePort, portIsFree } from './core/ports.ts';
 import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
 import { originsFor } from './core/origins.ts';
 import { createLogger } from './core/log.ts';
@@ -22,6 +22,9 @@ import { setupToken } from './dashboard/index.ts';
 import { isEmbeddedUrl } from './core/embedded-url.ts';
 import type { Embedded } from './core/embedded.ts';
 import type { Backups } from './core/backup.ts';
+import { clusterPlace, joinCluster, reportReady } from './core/cluster-worker.ts';
+import { requestShare } from './core/cores.ts';
+import type { WorkerSet } from './core/cluster.ts';
 
 /** A start-up problem the operator must fix: one line, no stack. */
 class StartError extends Error {
@@ -30,7 +33,8 @@ class StartError extends Error {
 
 /** The HTTP port, checked before anything starts (PostgreSQL, migrations, Deno). */
 async function portOrStop(config: RuntimeConfig): Promise<void> {
-  if (config.port === 0) return;
+  // A process of several does not: its siblings hold the port.
+  if (config.port === 0 || place !== null) return;
   if (!(await portIsFree(config.port, config.host))) throw new StartError(`port ${config.port} on ${config.host} is in use: stop what uses it, or set PORT`);
 }
 
@@ -50,12 +54,16 @@ async function loadOrExit(): Promise<RuntimeConfig> {
 const embeddedModule = process.env.DATABASE_URL ? null : await import('./core/embedded.ts');
 const movedDataDir = embeddedModule?.rootDataDir(process.env) ?? null;
 if (movedDataDir) process.env.DATA_DIR = movedDataDir;
-const config = await loadOrExit();
+// One of WORKERS processes (src/core/cluster.ts): its share of the connection budget.
+const place = clusterPlace();
+const loaded = await loadOrExit();
+const config: RuntimeConfig = place === null ? loaded : { ...loaded, dbPoolSize: requestShare(loaded.dbPoolSize, place.count, place.index) };
 const log = createLogger(config.logLevel, { development: config.devMode, format: config.logFormat });
 
 let embedded: Embedded | null = null;
 let service: Service | null = null;
 let backups: Backups | null = null;
+let workerSet: WorkerSet | null = null;
 let stopping = false;
 
 async function shutdown(signal: string): Promise<void> {
@@ -64,6 +72,7 @@ async function shutdown(signal: string): Promise<void> {
   // /ready turns 503 at once; the listener still accepts for SHUTDOWN_GRACE_MS, so that a
   // load balancer notices before connections are refused.
   service?.drain();
+  if (workerSet !== null) return stopWorkerSet(workerSet, signal);
   log.info({ signal, grace_ms: config.shutdownGraceMs }, 'shutting down: not ready; draining');
   if (service && config.shutdownGraceMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownGraceMs));
   // The deadline counts from the end of the grace.
@@ -78,6 +87,21 @@ async function shutdown(signal: string): Promise<void> {
   }
   clearTimeout(deadline);
   process.exit(0);
+}
+
+/** The primary of WORKERS processes: each drains as one service does; exit 0 once all exited 0. */
+async function stopWorkerSet(set: WorkerSet, signal: string): Promise<void> {
+  log.info({ signal, workers: config.workers }, 'shutting down: draining every service process');
+  const clean = await set.stop();
+  try {
+    await backups?.stop();
+    await embedded?.stop();
+    await backups?.close();
+  } catch (err) {
+    log.error({ err }, 'shutdown failed');
+    process.exit(1);
+  }
+  process.exit(clean ? 0 : 1);
 }
 
 /** SHUTDOWN_TIMEOUT_MS passed with requests still in flight. */
@@ -130,6 +154,55 @@ function banner(url: string, embeddedUrl: string | null, setupLinkToken: string 
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));
 
+/** One service in this process: alone, or one of WORKERS processes. */
+async function startOne(databaseUrl: string): Promise<void> {
+  service = await startService(config, log, { databaseUrl, place, worker: place === null || place.index === 1 });
+  if (place !== null) joinCluster(service.deps.metrics);
+  const { metrics } = service.deps;
+  await startBackups((seconds) => metrics.backupLast.set(seconds));
+  // Of several processes, process 1 alone writes the banner (and makes its setup link).
+  const writesBanner = place === null || place.index === 1;
+  const setup = config.dashboardEnabled && writesBanner ? await setupToken(service.db).catch(() => null) : null;
+  // `npm run dev` hands the service the embedded database it started (src/core/embedded-url.ts).
+  const local = embedded !== null || isEmbeddedUrl(config.databaseUrl, config.dataDir) ? databaseUrl : null;
+  const lines = banner(service.url, local, setup);
+  // Several processes: the primary prints process 1's banner once all of them listen.
+  if (place !== null) reportReady(writesBanner ? lines : null);
+  else process.stdout.write(lines.join('\n') + '\n');
+}
+
+/** The embedded database's base backups (BACKUP_DIR or S3), in the process that started it. */
+async function startBackups(onTaken: (seconds: number) => void): Promise<void> {
+  if (!embedded || (config.backupDir === null && config.backupS3Prefix === null)) return;
+  const { openBackupStore, scheduleBackups, walSpool } = await import('./core/backup.ts');
+  backups = scheduleBackups({
+    store: (await openBackupStore(config))!,
+    spool: config.backupDir === null ? walSpool(config.dataDir) : null,
+    dataDir: config.dataDir,
+    adminUrl: embedded.adminUrl,
+    intervalMs: config.backupIntervalMs,
+    retentionDays: config.backupRetentionDays,
+    log,
+    onTaken: (b) => onTaken(Date.parse(b.stopped_at) / 1000),
+    // The dashboard's Backups view shows the last failure (of this process's schedule).
+    onFailed: (await import('./dashboard/backups.ts')).noteBackupFailure,
+  });
+}
+
+/** The primary of WORKERS processes: the port (a free one for PORT=0) decided here, then the processes, then one banner. */
+async function startWorkers(databaseUrl: string): Promise<void> {
+  const { startWorkerSet } = await import('./core/cluster.ts');
+  const port = config.port === 0 ? await freePort(config.host) : config.port;
+  const metricsPort = config.metricsPort === 0 ? await freePort(config.host) : config.metricsPort;
+  const env: Record<string, string> = { DATABASE_URL: databaseUrl, PORT: String(port), MIGRATE_ON_START: 'false' };
+  if (metricsPort !== null) env.METRICS_PORT = String(metricsPort);
+  log.info({ workers: config.workers, port }, `starting ${config.workers} service processes on port ${port}`);
+  const set = await startWorkerSet({ workers: config.workers, log, env });
+  workerSet = set;
+  await startBackups((seconds) => set.broadcast({ plinth: 'backup', seconds }));
+  process.stdout.write(set.banner.join('\n') + '\n');
+}
+
 try {
   let databaseUrl = config.databaseUrl;
   if (databaseUrl === null && embeddedModule) {
@@ -153,27 +226,8 @@ try {
     await runAllMigrations(config.databaseDirectUrl ?? databaseUrl, config.anonymousRole, log, { secret: config.secret, requestPassword: config.dbRequestPassword, appFolder: config.migrationsDir });
   }
   await checkDatabase(config.databaseDirectUrl ?? databaseUrl, config.anonymousRole);
-  service = await startService(config, log, { databaseUrl });
-  if (embedded && (config.backupDir !== null || config.backupS3Prefix !== null)) {
-    const { openBackupStore, scheduleBackups, walSpool } = await import('./core/backup.ts');
-    const { metrics } = service.deps;
-    backups = scheduleBackups({
-      store: (await openBackupStore(config))!,
-      spool: config.backupDir === null ? walSpool(config.dataDir) : null,
-      dataDir: config.dataDir,
-      adminUrl: embedded.adminUrl,
-      intervalMs: config.backupIntervalMs,
-      retentionDays: config.backupRetentionDays,
-      log,
-      onTaken: (b) => metrics.backupLast.set(Date.parse(b.stopped_at) / 1000),
-      // The dashboard's Backups view shows the last failure.
-      onFailed: (await import('./dashboard/backups.ts')).noteBackupFailure,
-    });
-  }
-  const setup = config.dashboardEnabled ? await setupToken(service.db).catch(() => null) : null;
-  // `npm run dev` hands the service the embedded database it started (src/core/embedded-url.ts).
-  const local = embedded !== null || isEmbeddedUrl(config.databaseUrl, config.dataDir) ? databaseUrl : null;
-  process.stdout.write(banner(service.url, local, setup).join('\n') + '\n');
+  if (config.workers > 1 && place === null) await startWorkers(databaseUrl);
+  else await startOne(databaseUrl);
   // Node writes the compile cache at exit; written now, a service that is killed rather than
   // stopped starts from it next time too (what loads later is written at exit).
   flushCompileCache();
@@ -181,9 +235,12 @@ try {
   // A problem the operator must fix (EmbeddedError, StartError) is one line, without a stack.
   if (!(err instanceof Error && (err.name === 'EmbeddedError' || err.name === 'StartError'))) log.fatal({ err }, 'start failed');
   process.stderr.write(`start failed: ${err instanceof Error ? err.message : String(err)}\n`);
-  await service?.close().catch(() => {});
-  await backups?.stop().catch(() => {});
-  await embedded?.stop().catch(() => {});
-  await backups?.close().catch(() => {});
+  // Set inside the start functions (TypeScript does not see it here).
+  const started = { service: service as Service | null, workerSet: workerSet as WorkerSet | null, backups: backups as Backups | null, embedded };
+  await started.service?.close().catch(() => {});
+  await started.workerSet?.stop().catch(() => {});
+  await started.backups?.stop().catch(() => {});
+  await started.embedded?.stop().catch(() => {});
+  await started.backups?.close().catch(() => {});
   process.exit(1);
 }

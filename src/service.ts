@@ -15,6 +15,7 @@ import { InstanceRegistry, instanceName } from './core/instances.ts';
 import { buildHttp, inFlightRequests, cutRequests } from './core/http.ts';
 import type { Logger } from './core/log.ts';
 import { Metrics } from './core/metrics.ts';
+import type { ClusterPlace } from './core/cluster-worker.ts';
 import { pgErrorToAppError } from './core/errors.ts';
 import { RequestLog } from './core/request-log.ts';
 import { startWorker, type Worker } from './worker/index.ts';
@@ -47,6 +48,8 @@ export interface ServiceOptions {
   workerConcurrency?: number;
   workerPoolSize?: number;
   areas?: readonly Area[];
+  /** One process of several (WORKERS > 1): binds the port with SO_REUSEPORT, says its number in `x-plinth-worker`, registers as one instance of its own. */
+  place?: ClusterPlace | null;
 }
 
 export interface Service {
@@ -71,6 +74,7 @@ export interface Service {
 
 export async function startService(config: RuntimeConfig, log: Logger, opts: ServiceOptions): Promise<Service> {
   const areas = opts.areas ?? AREAS;
+  const place = opts.place ?? null;
   const directUrl = opts.directUrl ?? config.databaseDirectUrl ?? opts.databaseUrl;
   const db = new Db({
     url: opts.databaseUrl,
@@ -102,11 +106,16 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     for (const area of areas) await area.register(app, deps);
     // The metrics listener first: its port is known when the API's listening starts the edge runtime, which must not reach it.
     if (config.metricsPort !== null) {
-      metricsServer = await listenMetrics(metrics, config.host, config.metricsPort);
+      metricsServer = await listenMetrics(metrics, config.host, config.metricsPort, place !== null);
       const bound = metricsServer.address();
       listeners.metricsPort = typeof bound === 'object' && bound !== null ? bound.port : config.metricsPort;
     }
-    await app.listen({ host: config.host, port: config.port });
+    if (place !== null) {
+      const tag = String(place.index);
+      app.server.prependListener('request', (_req, res) => res.setHeader('x-plinth-worker', tag));
+    }
+    // Several processes: each binds the port itself, the kernel spreads the connections (src/core/cluster.ts).
+    await app.listen({ host: config.host, port: config.port, ...(place !== null ? { exclusive: true, reusePort: true } : {}) } as { host: string; port: number });
     const tasks: TaskList = {};
     for (const a of areas) Object.assign(tasks, a.tasks?.(deps));
     if (opts.worker !== false) {
@@ -123,7 +132,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     const bound = app.server.address();
     registry = new InstanceRegistry({
       id: db.instanceId,
-      name: instanceName(typeof bound === 'object' && bound ? bound.port : config.port),
+      name: instanceName(typeof bound === 'object' && bound ? bound.port : config.port) + (place !== null && place.index > 1 ? `/${place.index}` : ''),
       listener: db.listener,
       log,
       deadMs: config.instanceDeadMs,
@@ -208,7 +217,7 @@ function adminAalCheck(db: Db): AdminAalCheck {
 }
 
 /** METRICS_PORT: GET /metrics without credentials, on a listener of its own (bound to HOST). */
-function listenMetrics(metrics: Metrics, host: string, port: number): Promise<Server> {
+function listenMetrics(metrics: Metrics, host: string, port: number, reusePort: boolean): Promise<Server> {
   const server = createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'application/json; charset=utf-8' }).end('{"error":"not found"}');
@@ -221,6 +230,6 @@ function listenMetrics(metrics: Metrics, host: string, port: number): Promise<Se
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => resolve(server));
+    server.listen({ port, host, ...(reusePort ? { exclusive: true, reusePort: true } : {}) }, () => resolve(server));
   });
 }

@@ -13,6 +13,7 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync, statSync } from 'no
 import { isIP, isIPv4, isIPv6 } from 'node:net';
 import { join, resolve } from 'node:path';
 import { SignJWT, jwtVerify } from 'jose';
+import { parseWorkers } from './cores.ts';
 
 export class ConfigError extends Error {
   readonly variable: string;
@@ -159,6 +160,8 @@ export interface Config {
   /** REALTIME_MAX_FILTERS: conditions in one table subscription's filter. */
   realtimeMaxFilters: number;
   dbPoolSize: number;
+  /** WORKERS: service processes on the port (`auto`: the cores; src/core/cores.ts). */
+  workers: number;
   /** DB_POOL_IDLE_MS: a request connection idle this long is closed. */
   dbPoolIdleMs: number;
   /** DB_POOL_TIMEOUT_MS: how long a request waits for a connection before 503 `database busy`. */
@@ -302,6 +305,12 @@ function retrySchedule(env: Env): readonly number[] {
       return ms;
     }),
   );
+}
+
+function workersSetting(env: Env): number {
+  const n = parseWorkers(str(env, 'WORKERS'), int(env, 'DB_POOL_SIZE', 10, 1, 1000));
+  if (typeof n === 'string') throw new ConfigError('WORKERS', n);
+  return n;
 }
 
 function int(env: Env, name: string, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -672,6 +681,7 @@ export function parseConfig(env: Env = process.env): Config {
     realtimeMaxFilters: int(env, 'REALTIME_MAX_FILTERS', 10, 1, 1000),
     liveChannel,
     dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
+    workers: workersSetting(env),
     databaseReadUrls: Object.freeze(databaseReadUrls),
     readYourWritesMs: int(env, 'READ_YOUR_WRITES_MS', 5000, 0, 3_600_000),
     replicaMaxLagMs: int(env, 'REPLICA_MAX_LAG_MS', 1000, 0, 3_600_000),

@@ -75,7 +75,8 @@ function customMetric(registry: Registry, name: string, help: string, type: 'cou
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly dbUp = new Gauge({ name: 'plinth_db_up', help: '1 when the database answered a select 1 within 1 s at this scrape', registers: [this.registry] });
+  // With WORKERS > 1 the scrape sums the processes' samples (src/core/cluster.ts), except where an aggregator says otherwise.
+  readonly dbUp = new Gauge({ name: 'plinth_db_up', help: '1 when the database answered a select 1 within 1 s at this scrape', aggregator: 'min', registers: [this.registry] });
   readonly dbConnections = new Gauge({
     name: 'plinth_db_connections',
     help: 'Request lane connections by API role and state (open, in_use)',
@@ -98,6 +99,7 @@ export class Metrics {
     name: 'plinth_jobs',
     help: 'graphile-worker jobs: queued (waiting to run, all instances; refreshed every 10 s at most) and running (this instance)',
     labelNames: ['state'] as const,
+    aggregator: 'max',
     registers: [this.registry],
   });
   readonly jobsFailed = new Counter({ name: 'plinth_jobs_failed_total', help: 'Job runs that failed (the worker retries them with backoff)', registers: [this.registry] });
@@ -145,6 +147,7 @@ export class Metrics {
   readonly backupLast = new Gauge({
     name: 'plinth_backup_last_success_timestamp_seconds',
     help: 'When the newest base backup of the embedded PostgreSQL finished (BACKUP_DIR), in Unix seconds',
+    aggregator: 'max',
     registers: [this.registry],
   });
   readonly storageBytes = new Counter({
@@ -160,6 +163,8 @@ export class Metrics {
   /** The plinth_function_* series, by function name (functions of the catalog only). */
   private readonly functions = new Map<string, FunctionSeries>();
   private readonly collectors: Array<() => void | Promise<void>> = [];
+  /** In one process of several (WORKERS > 1): the scrape of all of them, summed (src/core/cluster-worker.ts). */
+  clusterScrape: (() => Promise<{ contentType: string; body: string }>) | null = null;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -244,7 +249,14 @@ export class Metrics {
 
   /** The exposition text of every metric. */
   async scrape(): Promise<{ contentType: string; body: string }> {
+    if (this.clusterScrape !== null) return this.clusterScrape();
     await Promise.all(this.collectors.map((f) => Promise.resolve(f()).catch(() => {})));
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /** This process's samples, for the primary to sum (prom-client's JSON form). */
+  async local(): Promise<unknown[]> {
+    await Promise.all(this.collectors.map((f) => Promise.resolve(f()).catch(() => {})));
+    return this.registry.getMetricsAsJSON();
   }
 }

@@ -19,6 +19,7 @@ import { DB_LIMIT_SCENARIOS } from './db-limit.ts';
 import { FUNCTIONS_PROXY_SCENARIOS } from './functions-proxy.ts';
 import { IDLE_RSS_SCENARIOS } from './idle-rss.ts';
 import { SLOW_NEIGHBOUR_SCENARIOS } from './slow-neighbours.ts';
+import { WORKERS_SCENARIOS } from './workers.ts';
 
 export type Target =
   | { kind: 'ratio'; min: number }
@@ -295,6 +296,7 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
   ...RENDER_LOAD_SCENARIOS,
   ...OPS_SCENARIOS,
   ...IDLE_RSS_SCENARIOS,
+  ...WORKERS_SCENARIOS,
 ];
 
 /**
@@ -302,4 +304,4 @@ export const SCENARIOS: readonly (Scenario | CustomScenario)[] = [
  * both before the REST writes (tens of thousands of inserted rows leave autovacuum and
  * checkpoint work behind, which slowed the SQL part of sign-in), and the insert last.
  */
-export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-get-by-key-db-limit', 'rest-get-beside-slow', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'functions-proxy', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'live-per-subscriber', 'broadcast-fanout', 'live-write-cost', 'live-write-cost-rerun', 'realtime-changes', 'realtime-write-cost', 'storage-upload', 'storage-download', 'storage-upload-database', 'storage-download-database', 'storage-resumable', 'storage-thumbnail', 'storage-render-load', 'metrics-scrape', 'otel-idle', 'idle-rss'];
+export const RUN_ORDER = ['http-overhead', 'password-signin', 'token-refresh', 'rest-get-by-key', 'rest-get-by-key-workers', 'rest-get-by-key-db-limit', 'rest-get-beside-slow', 'rest-list-embed', 'rpc-stable', 'functions-db', 'functions-deno', 'functions-proxy', 'rest-insert', 'webhook-write-cost', 'webhook-throughput', 'jobs-drain', 'live-latency', 'live-per-subscriber', 'broadcast-fanout', 'live-write-cost', 'live-write-cost-rerun', 'realtime-changes', 'realtime-write-cost', 'storage-upload', 'storage-download', 'storage-upload-database', 'storage-download-database', 'storage-resumable', 'storage-thumbnail', 'storage-render-load', 'metrics-scrape', 'otel-idle', 'idle-rss'];
