@@ -2,12 +2,12 @@
  * `npm run db:commit | db:uncommit | db:reset | db:status`: graphile-migrate on the
  * application's chain (MIGRATIONS_DIR), with the developer databases (the embedded
  * PostgreSQL started when needed). `-- --plinth` works on plinth's own chain instead
- * (scripts/chains.ts). `db:status` shows both histories.
+ * (src/cli/chains.ts). `db:status` shows both histories.
  */
 import postgres from 'postgres';
 import { commit, reset, status, uncommit } from 'graphile-migrate';
-import { parseConfig } from '../src/core/config.ts';
-import { plinthChain, plinthStatus } from '../src/core/migrate.ts';
+import { parseConfig } from '../core/config.ts';
+import { plinthChain, plinthStatus } from '../core/migrate.ts';
 import { devDatabases } from './dev-env.ts';
 import { chainSettings } from './chains.ts';
 
@@ -48,7 +48,7 @@ try {
       break;
     }
     default:
-      process.stderr.write('usage: node scripts/gm.ts commit [--message M] | uncommit | reset | status  [--plinth]\n');
+      process.stderr.write('usage: plinth db commit [--message M] | uncommit | reset | status  [--plinth]\n');
       code = 2;
   }
 } catch (err) {

@@ -9,10 +9,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { watch } from 'graphile-migrate';
 import { appFolder, chainSettings } from './chains.ts';
 import { devDatabases } from './dev-env.ts';
-import { loadConfig } from '../src/core/config.ts';
-import { createLogger } from '../src/core/log.ts';
-import { runAllMigrations } from '../src/core/migrate.ts';
+import { loadConfig } from '../core/config.ts';
+import { createLogger } from '../core/log.ts';
+import { runAllMigrations } from '../core/migrate.ts';
+import { fileURLToPath } from 'node:url';
 import { startFlags } from './start-flags.ts';
+import { STRIP_TYPES } from './chains.ts';
+
+const SRC = fileURLToPath(new URL('..', import.meta.url));
+const MAIN = fileURLToPath(new URL('../main.ts', import.meta.url));
 
 const dbs = await devDatabases();
 // graphile-worker's schema and the committed migrations first; watch then owns current.sql.
@@ -37,7 +42,7 @@ process.stdout.write(`DATABASE_URL=${dbs.url}\nwatching ${config.migrationsDir}/
 if (config.databaseUrl === null) process.stdout.write(`ANON_KEY=${config.anonKey}\nSERVICE_ROLE_KEY=${config.serviceRoleKey}\n`);
 
 const children: ChildProcess[] = [
-  spawn(process.execPath, [...startFlags(), '--watch', '--watch-path=src', 'src/main.ts'], { stdio: 'inherit', env }),
+  spawn(process.execPath, [...startFlags(), '--import', STRIP_TYPES, '--watch', `--watch-path=${SRC}`, MAIN], { stdio: 'inherit', env }),
 ];
 
 void watch(await chainSettings(dbs, false)).catch((err: unknown) => {
