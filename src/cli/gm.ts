@@ -7,7 +7,8 @@
 import postgres from 'postgres';
 import { commit, reset, status, uncommit } from 'graphile-migrate';
 import { parseConfig } from '../core/config.ts';
-import { plinthChain, plinthStatus } from '../core/migrate.ts';
+import { createLogger } from '../core/log.ts';
+import { plinthChain, plinthStatus, runAllMigrations } from '../core/migrate.ts';
 import { devDatabases } from './dev-env.ts';
 import { chainSettings } from './chains.ts';
 
@@ -22,6 +23,12 @@ const message = (() => {
 const dbs = await devDatabases();
 let code = 0;
 try {
+  if (!plinth && command !== 'status') {
+    // The application's SQL builds on plinth's schemas: the development database gets plinth's
+    // chain first, as `plinth dev` does (committed migrations only; a no-op when up to date).
+    const config = parseConfig(process.env);
+    await runAllMigrations(dbs.url, config.anonymousRole, createLogger(config.logLevel), { appFolder: null });
+  }
   const settings = await chainSettings(dbs, plinth, command !== 'status');
   switch (command) {
     case 'commit':

@@ -55,8 +55,8 @@ test('a signed-up user reads their own account', async (t) => {
 };
 
 const SCRIPTS: Record<string, string> = {
-  start: 'plinth start',
-  dev: 'plinth dev',
+  start: 'exec plinth start',
+  dev: 'exec plinth dev',
   migrate: 'plinth migrate',
   test: 'node --test',
 };
