@@ -61,6 +61,8 @@ const SCRIPTS: Record<string, string> = {
   test: 'node --test',
 };
 
+const PLINTH = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { allowScripts?: Record<string, boolean> };
+
 const IGNORED = ['.plinth/', '.env', 'node_modules/'];
 
 export function init(dir: string): void {
@@ -80,7 +82,7 @@ export function init(dir: string): void {
     say(`.gitignore: ${missing.join(' ')}`);
   }
   const pkgFile = join(dir, 'package.json');
-  type Pkg = { name?: string; private?: boolean; type?: string; scripts?: Record<string, string> };
+  type Pkg = { name?: string; private?: boolean; type?: string; scripts?: Record<string, string>; allowScripts?: Record<string, boolean> };
   const pkg: Pkg = existsSync(pkgFile)
     ? (JSON.parse(readFileSync(pkgFile, 'utf8')) as Pkg)
     : { name: basename(dir).toLowerCase().replace(/[^a-z0-9._-]/g, '-'), private: true };
@@ -88,6 +90,9 @@ export function init(dir: string): void {
   const scripts = (pkg.scripts ??= {});
   const added = Object.entries(SCRIPTS).filter(([k]) => scripts[k] === undefined || /^echo "Error: no test/.test(scripts[k]));
   for (const [k, v] of added) scripts[k] = v;
+  // npm asks which dependencies may run install scripts: plinth's need theirs (Node, argon2, Deno, esbuild, PostgreSQL).
+  const allow = (pkg.allowScripts ??= {});
+  for (const [name, ok] of Object.entries(PLINTH.allowScripts ?? {})) allow[name] ??= ok;
   writeFileSync(pkgFile, JSON.stringify(pkg, null, 2) + '\n');
   if (added.length > 0) say(`package.json scripts: ${added.map(([k]) => k).join(', ')}`);
   say('next: npx plinth dev   (then edit migrations/current.sql; npm test runs test/)');
