@@ -66,19 +66,26 @@ function answers(port: number): Promise<boolean> {
   });
 }
 
-/** With no server named, the embedded PostgreSQL of `plinth dev` under DATA_DIR, when it runs. */
-async function useRunningEmbedded(): Promise<void> {
+/**
+ * With no server named, the embedded PostgreSQL of `plinth dev` under DATA_DIR, when it runs.
+ * Its request login roles have passwords derived from that folder's development secret
+ * (roles belong to the whole server): the harness's services use the same secret. Returns it.
+ */
+async function useRunningEmbedded(): Promise<string | null> {
   const env = process.env;
-  if (env.TEST_DATABASE_URL || env.DATABASE_URL || env.PGHOST || env.PGPORT) return;
+  if (env.TEST_DATABASE_URL || env.DATABASE_URL || env.PGHOST || env.PGPORT) return null;
   const dataDir = resolve(env.DATA_DIR ?? './.plinth');
   const state = join(dataDir, 'postgres.json');
-  if (!existsSync(state) || !existsSync(join(dataDir, 'postgres', 'postmaster.pid'))) return;
+  const secretFile = join(dataDir, 'jwt-secret.json');
+  if (!existsSync(state) || !existsSync(secretFile) || !existsSync(join(dataDir, 'postgres', 'postmaster.pid'))) return null;
   const stored = JSON.parse(readFileSync(state, 'utf8')) as { password: string; port: number };
-  if (await answers(stored.port)) env.TEST_DATABASE_URL = `postgres://postgres:${encodeURIComponent(stored.password)}@127.0.0.1:${stored.port}/postgres`;
+  if (!(await answers(stored.port))) return null;
+  env.TEST_DATABASE_URL = `postgres://postgres:${encodeURIComponent(stored.password)}@127.0.0.1:${stored.port}/postgres`;
+  return (JSON.parse(readFileSync(secretFile, 'utf8')) as { secret: string }).secret;
 }
 
 export async function startPlinth(opts: StartPlinthOptions = {}): Promise<Plinth> {
-  await useRunningEmbedded();
+  const devSecret = await useRunningEmbedded();
   const migrations = resolve(opts.migrations ?? './migrations');
   const functions = resolve(opts.functions ?? './functions');
   const clone = await cloneTemplate('plinth_test_', { appFolder: existsSync(migrations) ? migrations : null });
@@ -89,7 +96,7 @@ export async function startPlinth(opts: StartPlinthOptions = {}): Promise<Plinth
   };
   try {
     const env: Record<string, string | undefined> = {
-      JWT_SECRET: randomBytes(32).toString('base64url'),
+      JWT_SECRET: devSecret ?? randomBytes(32).toString('base64url'),
       HOST: '127.0.0.1',
       PORT: '0',
       DATA_DIR: dataDir,
