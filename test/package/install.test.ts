@@ -3,7 +3,8 @@
  * into an empty folder outside it (from the registry for the dependencies; nothing of the
  * repository's node_modules), then in that folder `npx plinth init`, a migration of the
  * app's own committed with `npx plinth db commit`, `plinth start` on the embedded PostgreSQL
- * serving the app's table over REST with the keys it prints, stopped by SIGTERM with exit 0;
+ * serving the app's table over REST with the keys it prints (and `plinth keys` prints),
+ * stopped by SIGTERM with exit 0;
  * then `node --test` there runs two files using `plinth/testing` at once, each on its own
  * database, each proving the app's RLS policy with two users. It measures the installed size
  * and checks the figure in the README. About two minutes, most of it `npm install`.
@@ -190,6 +191,8 @@ t.test('packed, installed into an empty folder, run there', async (t) => {
     const anonRead = await fetch(`${url}/rest/v1/notes`, { headers: { apikey: anon } });
     t.equal(anonRead.status, 403, 'the anon key alone may not (the grant is to authenticated)');
   }
+  const keys = await run('npx', ['plinth', 'keys'], app, env);
+  t.equal(keys.stdout, `ANON_KEY=${anon}\nSERVICE_ROLE_KEY=${service}\n`, 'plinth keys prints the keys the start printed');
   server.kill('SIGTERM');
   t.equal(await exited, 0, 'SIGTERM stops it with exit 0');
   server = null;
