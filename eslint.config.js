@@ -29,6 +29,9 @@ const RAW_SQL_FILES = [
   'src/live/poller.ts',
   // The ten-instance check sets up its schema as a DBA does, with DDL text (as the tests do).
   'scripts/scale-ten.ts',
+  // The test harness (plinth/testing): creates, clones and drops databases by name, and runs
+  // the application's current.sql, as the test helpers do.
+  'src/testing/*.ts',
 ];
 
 const RAW_SQL = {

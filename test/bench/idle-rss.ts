@@ -11,7 +11,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startFlags } from '../../scripts/start-flags.ts';
+import { startFlags } from '../../src/cli/start-flags.ts';
 import type { CustomScenario, RunContext, RunResult } from './scenarios.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));

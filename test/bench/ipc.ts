@@ -5,7 +5,7 @@
  * and utilisation) so the figures are its own and need no HTTP endpoint.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { startFlags } from '../../scripts/start-flags.ts';
+import { startFlags } from '../../src/cli/start-flags.ts';
 import { PerformanceObserver, constants as perfConstants, monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
 
 export interface ProcessStats {

@@ -8,7 +8,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
-import { startFlags } from '../../scripts/start-flags.ts';
+import { startFlags } from '../../src/cli/start-flags.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 

@@ -1,5 +1,5 @@
 /**
- * `npm run dev`'s watch on current.sql speaks in lines (scripts/watch-log.ts): graphile-migrate's
+ * `npm run dev`'s watch on current.sql speaks in lines (src/cli/watch-log.ts): graphile-migrate's
  * run of the file, on a real database, through the logger the developer loop gives it: a save
  * that applies prints one line with its time, one that fails prints the file, the line and
  * column, and PostgreSQL's code and message; never a JSON line.
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { watch } from 'graphile-migrate';
 import { createLogger } from '../../src/core/log.ts';
 import { migrateSettings } from '../../src/core/migrate.ts';
-import { watchLogger } from '../../scripts/watch-log.ts';
+import { watchLogger } from '../../src/cli/watch-log.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 
 t.test('a save that applies, one that fails', async (t) => {

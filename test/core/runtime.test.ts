@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startFlags } from '../../scripts/start-flags.ts';
+import { startFlags } from '../../src/cli/start-flags.ts';
 
 const MB = 2 ** 20;
 const NEW_SPACE = "require('node:v8').getHeapSpaceStatistics().find((x) => x.space_name === 'new_space').space_size";

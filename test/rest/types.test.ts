@@ -93,7 +93,7 @@ export const e: Tables<'nosuch'> = {};
 
 t.test('gen:types writes the Database type and a postgrest-js program type-checks against it', async (t) => {
   const out = join(dir, 'database.ts');
-  const gen = await run(process.execPath, ['scripts/gen-types.ts', '--out', out], 30_000, { DATABASE_URL: app.db.url });
+  const gen = await run(process.execPath, ['bin/plinth.js', 'gen', 'types', '--out', out], 30_000, { DATABASE_URL: app.db.url });
   t.equal(gen.code, 0, gen.out);
   const text = readFileSync(out, 'utf8');
   t.match(text, /export type Database = \{/);

@@ -9,8 +9,8 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { devDatabases } from './dev-env.ts';
-import { loadCatalog } from '../src/rest/catalog.ts';
-import { generateTypes } from '../src/rest/types.ts';
+import { loadCatalog } from '../rest/catalog.ts';
+import { generateTypes } from '../rest/types.ts';
 
 const { values: args } = parseArgs({ options: { out: { type: 'string' } } });
 const dbs = await devDatabases();

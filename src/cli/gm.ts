@@ -2,12 +2,13 @@
  * `npm run db:commit | db:uncommit | db:reset | db:status`: graphile-migrate on the
  * application's chain (MIGRATIONS_DIR), with the developer databases (the embedded
  * PostgreSQL started when needed). `-- --plinth` works on plinth's own chain instead
- * (scripts/chains.ts). `db:status` shows both histories.
+ * (src/cli/chains.ts). `db:status` shows both histories.
  */
 import postgres from 'postgres';
 import { commit, reset, status, uncommit } from 'graphile-migrate';
-import { parseConfig } from '../src/core/config.ts';
-import { plinthChain, plinthStatus } from '../src/core/migrate.ts';
+import { parseConfig } from '../core/config.ts';
+import { createLogger } from '../core/log.ts';
+import { plinthChain, plinthStatus, runAllMigrations } from '../core/migrate.ts';
 import { devDatabases } from './dev-env.ts';
 import { chainSettings } from './chains.ts';
 
@@ -22,6 +23,12 @@ const message = (() => {
 const dbs = await devDatabases();
 let code = 0;
 try {
+  if (!plinth && command !== 'status') {
+    // The application's SQL builds on plinth's schemas: the development database gets plinth's
+    // chain first, as `plinth dev` does (committed migrations only; a no-op when up to date).
+    const config = parseConfig(process.env);
+    await runAllMigrations(dbs.url, config.anonymousRole, createLogger(config.logLevel), { appFolder: null });
+  }
   const settings = await chainSettings(dbs, plinth, command !== 'status');
   switch (command) {
     case 'commit':
@@ -48,7 +55,7 @@ try {
       break;
     }
     default:
-      process.stderr.write('usage: node scripts/gm.ts commit [--message M] | uncommit | reset | status  [--plinth]\n');
+      process.stderr.write('usage: plinth db commit [--message M] | uncommit | reset | status  [--plinth]\n');
       code = 2;
   }
 } catch (err) {

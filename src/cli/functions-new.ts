@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { parseConfig } from '../src/core/config.ts';
+import { parseConfig } from '../core/config.ts';
 import { devDatabases } from './dev-env.ts';
 
 const TEMPLATE = (name: string) => `// Edge function "${name}": served by plinth at /functions/v1/${name} (see docs/api/functions.md).
@@ -28,7 +28,7 @@ const { values, positionals } = parseArgs({
 });
 const name = positionals[0];
 if (positionals.length !== 1 || !/^[A-Za-z0-9_][A-Za-z0-9_-]*$/.test(name)) {
-  process.stderr.write('usage: npm run functions:new -- <name> [--no-verify-jwt]   (name: letters, digits, _ and -)\n');
+  process.stderr.write('usage: plinth functions new <name> [--no-verify-jwt]   (name: letters, digits, _ and -)\n');
   process.exit(1);
 }
 

@@ -1,10 +1,10 @@
 /**
  * graphile-worker's schema and plinth's chain, on the database graphile-migrate names in
- * GM_DBURL: the application's shadow database after a reset (scripts/chains.ts).
+ * GM_DBURL: the application's shadow database after a reset (src/cli/chains.ts).
  */
-import { parseConfig } from '../src/core/config.ts';
-import { createLogger } from '../src/core/log.ts';
-import { runAllMigrations } from '../src/core/migrate.ts';
+import { parseConfig } from '../core/config.ts';
+import { createLogger } from '../core/log.ts';
+import { runAllMigrations } from '../core/migrate.ts';
 
 const url = process.env.GM_DBURL;
 if (!url) {

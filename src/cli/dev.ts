@@ -9,12 +9,17 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { watch } from 'graphile-migrate';
 import { appFolder, chainSettings } from './chains.ts';
 import { devDatabases } from './dev-env.ts';
-import { loadConfig } from '../src/core/config.ts';
-import { createLogger } from '../src/core/log.ts';
-import { runAllMigrations } from '../src/core/migrate.ts';
+import { loadConfig } from '../core/config.ts';
+import { createLogger } from '../core/log.ts';
+import { runAllMigrations } from '../core/migrate.ts';
+import { fileURLToPath } from 'node:url';
 import { startFlags } from './start-flags.ts';
 import { watchLogger } from './watch-log.ts';
 import { join, relative } from 'node:path';
+import { STRIP_TYPES } from './chains.ts';
+
+const SRC = fileURLToPath(new URL('..', import.meta.url));
+const MAIN = fileURLToPath(new URL('../main.ts', import.meta.url));
 
 const dbs = await devDatabases();
 // graphile-worker's schema and the committed migrations first; watch then owns current.sql.
@@ -38,10 +43,10 @@ const env = {
 process.stdout.write(`watching ${config.migrationsDir}/current.sql\n`);
 
 const children: ChildProcess[] = [
-  spawn(process.execPath, [...startFlags(), '--watch', '--watch-path=src', 'src/main.ts'], { stdio: 'inherit', env }),
+  spawn(process.execPath, [...startFlags(), '--import', STRIP_TYPES, '--watch', `--watch-path=${SRC}`, MAIN], { stdio: 'inherit', env }),
 ];
 
-// One readable line per save of current.sql (scripts/watch-log.ts), on the terminal.
+// One readable line per save of current.sql (src/cli/watch-log.ts), on the terminal.
 const current = relative(process.cwd(), join(config.migrationsDir, 'current.sql')) || 'current.sql';
 const logger = watchLogger(current, (line) => process.stdout.write(line + '\n'));
 void watch({ ...(await chainSettings(dbs, false)), logger }).catch((err: unknown) => {

@@ -14,13 +14,15 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import type { Settings } from 'graphile-migrate';
-import { parseConfig } from '../src/core/config.ts';
-import { createLogger } from '../src/core/log.ts';
+import { parseConfig } from '../core/config.ts';
+import { createLogger } from '../core/log.ts';
 import { runMigrations as workerMigrations } from 'graphile-worker';
-import { MIGRATIONS_FOLDER, migrateSettings, workerLogger } from '../src/core/migrate.ts';
+import { MIGRATIONS_FOLDER, migrateSettings, workerLogger } from '../core/migrate.ts';
 import type { DevDatabases } from './dev-env.ts';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MIGRATE_PLINTH = fileURLToPath(new URL('./migrate-plinth.ts', import.meta.url));
+/** Loads plinth's TypeScript where Node does not strip types itself (under node_modules). */
+export const STRIP_TYPES = new URL('../../bin/strip-types.js', import.meta.url).href;
 
 function withDatabase(url: string, name: string): string {
   const u = new URL(url);
@@ -36,7 +38,7 @@ export function appFolder(): string {
   const dir = parseConfig(process.env).migrationsDir;
   if (!existsSync(join(dir, 'current.sql'))) {
     mkdirSync(join(dir, 'committed'), { recursive: true });
-    writeFileSync(join(dir, 'current.sql'), '-- Your migration in progress: npm run dev applies it on every save; npm run db:commit commits it.\n');
+    writeFileSync(join(dir, 'current.sql'), '-- Your migration in progress: plinth dev applies it on every save; plinth db commit commits it.\n');
   }
   return dir;
 }
@@ -67,6 +69,6 @@ export async function chainSettings(dbs: DevDatabases, plinth: boolean, create =
     ...migrateSettings(dbs.url, config.anonymousRole, log, create ? appFolder() : config.migrationsDir),
     shadowConnectionString: dbs.shadowUrl,
     rootConnectionString: dbs.rootUrl,
-    afterReset: [{ _: 'command', command: `${quote(process.execPath)} ${quote(join(ROOT, 'scripts/migrate-plinth.ts'))}` }],
+    afterReset: [{ _: 'command', command: `${quote(process.execPath)} --import ${quote(STRIP_TYPES)} ${quote(MIGRATE_PLINTH)}` }],
   };
 }
