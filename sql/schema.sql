@@ -228,7 +228,8 @@ CREATE TYPE auth.session_result AS (
 	is_anonymous boolean,
 	user_json jsonb,
 	aal text,
-	amr jsonb
+	amr jsonb,
+	app_metadata jsonb
 );
 
 --
@@ -362,6 +363,122 @@ $$;
 COMMENT ON FUNCTION auth.admin_delete_factor(user_id uuid, factor_id uuid, context jsonb) IS 'Admin: remove a factor of a user; audited. Status: ok | not_found.';
 
 --
+-- Name: admin_generate_link(text, text, text, jsonb, bytea, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.admin_generate_link(type text, email text, password_hash text, user_metadata jsonb, token_hash bytea, context jsonb DEFAULT NULL::jsonb) RETURNS TABLE(status text, user_json jsonb, verification_type text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_type text := admin_generate_link.type;
+  v_user auth.users;
+begin
+  select * into v_user from auth.users u where lower(u.email) = lower(admin_generate_link.email) for update;
+  if v_user.id is null and v_type = 'magiclink' then
+    v_type := 'signup';
+  end if;
+  if v_type = 'invite' then
+    v_user := auth_private.invitee(admin_generate_link.email, admin_generate_link.user_metadata, admin_generate_link.context);
+    if v_user.id is null then
+      return query select 'email_taken'::text, null::jsonb, null::text;
+      return;
+    end if;
+    perform auth_private.store_admin_token(v_user.id, v_user.email, 'magic_link', admin_generate_link.token_hash, interval '24 hours');
+  elsif v_type = 'signup' then
+    if v_user.id is not null and v_user.email_confirmed_at is not null then
+      return query select 'email_taken'::text, null::jsonb, null::text;
+      return;
+    elsif v_user.id is not null then
+      update auth.users u set user_metadata = u.user_metadata || coalesce(admin_generate_link.user_metadata, '{}'::jsonb), updated_at = now()
+        where u.id = v_user.id returning * into v_user;
+    else
+      insert into auth.users (email, providers, user_metadata)
+        values (lower(admin_generate_link.email), '{email}'::text[], coalesce(admin_generate_link.user_metadata, '{}'::jsonb))
+        returning * into v_user;
+      perform auth_private.audit('sign_up', v_user.id, admin_generate_link.context, '{"admin": true}'::jsonb);
+    end if;
+    if admin_generate_link.password_hash is not null then
+      insert into auth_private.passwords as p (user_id, hash) values (v_user.id, admin_generate_link.password_hash)
+        on conflict (user_id) do update set hash = excluded.hash, updated_at = now();
+    end if;
+    perform auth_private.store_admin_token(v_user.id, v_user.email, 'verification', admin_generate_link.token_hash, interval '24 hours');
+  elsif v_type in ('magiclink', 'recovery') then
+    if v_user.id is null then
+      return query select 'not_found'::text, null::jsonb, null::text;
+      return;
+    end if;
+    perform auth_private.store_admin_token(v_user.id, v_user.email, case when v_type = 'magiclink' then 'magic_link' else 'recovery' end,
+      admin_generate_link.token_hash, interval '1 hour');
+  else
+    raise exception 'admin_generate_link: unknown type %', v_type using errcode = '22023';
+  end if;
+  return query select 'ok'::text, auth_private.admin_user_json(v_user), v_type;
+end
+$$;
+
+--
+-- Name: FUNCTION admin_generate_link(type text, email text, password_hash text, user_metadata jsonb, token_hash bytea, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.admin_generate_link(type text, email text, password_hash text, user_metadata jsonb, token_hash bytea, context jsonb) IS 'The link of a signup, invite, magic link or recovery email, for the admin to deliver (no email). Status: ok | email_taken | not_found.';
+
+--
+-- Name: admin_get_user(uuid); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.admin_get_user(user_id uuid) RETURNS TABLE(status text, user_json jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+begin
+  return query select 'ok'::text, auth_private.admin_user_json(u) || auth_private.factors_json(u.id)
+    from auth.users u where u.id = admin_get_user.user_id;
+  if not found then
+    return query select 'not_found'::text, null::jsonb;
+  end if;
+end
+$$;
+
+--
+-- Name: FUNCTION admin_get_user(user_id uuid); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.admin_get_user(user_id uuid) IS 'A user as admins see it. Status: ok | not_found.';
+
+--
+-- Name: admin_invite_user(text, jsonb, bytea, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.admin_invite_user(email text, user_metadata jsonb, token_hash bytea, sealed_token text, context jsonb DEFAULT NULL::jsonb) RETURNS TABLE(status text, user_json jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_user auth.users := auth_private.invitee(admin_invite_user.email, admin_invite_user.user_metadata, admin_invite_user.context);
+begin
+  if v_user.id is null then
+    return query select 'email_taken'::text, null::jsonb;
+    return;
+  end if;
+  perform auth_private.store_admin_token(v_user.id, v_user.email, 'magic_link', admin_invite_user.token_hash, interval '24 hours');
+  perform graphile_worker.add_job('auth__send_email',
+    pg_catalog.json_build_object('kind', 'invite', 'to', v_user.email, 'sealed_token', admin_invite_user.sealed_token),
+    max_attempts => 5);
+  return query select 'ok'::text, auth_private.admin_user_json(v_user);
+end
+$$;
+
+--
+-- Name: FUNCTION admin_invite_user(email text, user_metadata jsonb, token_hash bytea, sealed_token text, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.admin_invite_user(email text, user_metadata jsonb, token_hash bytea, sealed_token text, context jsonb) IS 'Invite: create the user (or reuse an unconfirmed one) and enqueue the invite email with a 24-hour sign-in link. Status: ok | email_taken.';
+
+--
 -- Name: admin_list_factors(uuid); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -416,6 +533,79 @@ CREATE FUNCTION auth.admin_revoke_session(user_id uuid, session_id uuid) RETURNS
   )
   select case when exists (select 1 from ended) then 'ok' else 'not_found' end
 $$;
+
+--
+-- Name: admin_update_user(uuid, text, text, jsonb, jsonb, text, boolean, interval, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.admin_update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, app_metadata jsonb, role text, email_confirm boolean, ban interval, context jsonb DEFAULT NULL::jsonb) RETURNS TABLE(status text, user_json jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_old auth.users;
+  v_user auth.users;
+  v_upgrade boolean;
+  v_fields text[] := '{}';
+begin
+  select * into v_old from auth.users u where u.id = admin_update_user.user_id for update;
+  if v_old.id is null then
+    return query select 'not_found'::text, null::jsonb;
+    return;
+  end if;
+  v_upgrade := v_old.is_anonymous and admin_update_user.email is not null and admin_update_user.email_confirm is true;
+  begin
+    update auth.users u
+      set email = coalesce(lower(admin_update_user.email), u.email),
+          email_confirmed_at = case admin_update_user.email_confirm when true then coalesce(u.email_confirmed_at, now()) when false then null
+            else u.email_confirmed_at end,
+          role = coalesce(admin_update_user.role, case when v_upgrade then 'authenticated' else u.role end),
+          is_anonymous = u.is_anonymous and not v_upgrade,
+          user_metadata = case when admin_update_user.user_metadata is null then u.user_metadata
+            else (u.user_metadata || admin_update_user.user_metadata)
+              - coalesce((select array_agg(k.key) from jsonb_each(admin_update_user.user_metadata) k where k.value = 'null'::jsonb), '{}'::text[])
+            end,
+          app_metadata = case when admin_update_user.app_metadata is null then u.app_metadata
+            else (u.app_metadata || admin_update_user.app_metadata)
+              - coalesce((select array_agg(k.key) from jsonb_each(admin_update_user.app_metadata) k where k.value = 'null'::jsonb), '{}'::text[])
+            end,
+          providers = case when (admin_update_user.password_hash is null and not v_upgrade) or 'email' = any (u.providers) then u.providers
+            else u.providers || '{email}'::text[] end,
+          banned_until = case when admin_update_user.ban is null then u.banned_until
+            when admin_update_user.ban <= interval '0' then null else now() + admin_update_user.ban end,
+          updated_at = now()
+      where u.id = admin_update_user.user_id
+      returning * into v_user;
+  exception when unique_violation then
+    return query select 'email_taken'::text, null::jsonb;
+    return;
+  end;
+  if lower(v_user.email) is distinct from lower(v_old.email) then
+    delete from auth_private.proven_emails p where p.user_id = v_user.id;
+    v_fields := v_fields || '{email}'::text[];
+  end if;
+  if admin_update_user.password_hash is not null then
+    insert into auth_private.passwords as p (user_id, hash) values (v_user.id, admin_update_user.password_hash)
+      on conflict (user_id) do update set hash = excluded.hash, updated_at = now();
+    v_fields := v_fields || '{password}'::text[];
+  end if;
+  if v_user.role is distinct from v_old.role then v_fields := v_fields || '{role}'::text[]; end if;
+  if v_user.email_confirmed_at is distinct from v_old.email_confirmed_at then v_fields := v_fields || '{email_confirm}'::text[]; end if;
+  if v_user.user_metadata is distinct from v_old.user_metadata then v_fields := v_fields || '{user_metadata}'::text[]; end if;
+  if v_user.app_metadata is distinct from v_old.app_metadata then v_fields := v_fields || '{app_metadata}'::text[]; end if;
+  if admin_update_user.ban is not null then v_fields := v_fields || '{ban_duration}'::text[]; end if;
+  if v_upgrade then v_fields := v_fields || '{is_anonymous}'::text[]; end if;
+  perform auth_private.audit('admin_user_updated', v_user.id, admin_update_user.context, jsonb_build_object('fields', to_jsonb(v_fields)));
+  return query select 'ok'::text, auth_private.admin_user_json(v_user);
+end
+$$;
+
+--
+-- Name: FUNCTION admin_update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, app_metadata jsonb, role text, email_confirm boolean, ban interval, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.admin_update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, app_metadata jsonb, role text, email_confirm boolean, ban interval, context jsonb) IS 'An admin''s change of a user: email, password hash, metadata (merged), role, confirmation, ban; audited. Status: ok | not_found | email_taken.';
 
 --
 -- Name: check_recovery_token(bytea); Type: FUNCTION; Schema: auth; Owner: -
@@ -653,6 +843,32 @@ $$;
 --
 
 COMMENT ON FUNCTION auth.consume_oauth_state(state_hash bytea) IS 'Use an OAuth state once: returns its provider, PKCE verifier and nonce and wipes them. Status: ok | invalid | expired | used.';
+
+--
+-- Name: create_oauth_link_state(bytea, text, text, text, integer, uuid); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.create_oauth_link_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, user_id uuid) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if not exists (select 1 from auth.users u where u.id = create_oauth_link_state.user_id and u.is_anonymous) then
+    return 'not_a_guest';
+  end if;
+  perform auth.create_oauth_state(create_oauth_link_state.state_hash, create_oauth_link_state.provider,
+    create_oauth_link_state.code_verifier, create_oauth_link_state.nonce, create_oauth_link_state.ttl_seconds);
+  update auth_private.oauth_states s set link_user_id = create_oauth_link_state.user_id
+    where s.state_hash = create_oauth_link_state.state_hash;
+  return 'ok';
+end
+$$;
+
+--
+-- Name: FUNCTION create_oauth_link_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, user_id uuid); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.create_oauth_link_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, user_id uuid) IS 'Store an identity-linking OAuth request for a guest. Status: ok | not_a_guest.';
 
 --
 -- Name: create_oauth_state(bytea, text, text, text, integer); Type: FUNCTION; Schema: auth; Owner: -
@@ -990,7 +1206,7 @@ begin
     jsonb_build_object('factor_id', v_factor.id, 'first', v_factor.status = 'unverified', 'session_id', v_session.id));
   select * into v_user from auth.users u where u.id = mfa_verify.user_id;
   return row('ok', v_session.id, v_user.is_anonymous, auth_private.user_json(v_user) || auth_private.factors_json(v_user.id),
-    v_session.aal, v_session.amr)::auth.session_result;
+    v_session.aal, v_session.amr, auth_private.app_metadata(v_user))::auth.session_result;
 end
 $_$;
 
@@ -999,6 +1215,47 @@ $_$;
 --
 
 COMMENT ON FUNCTION auth.mfa_verify(user_id uuid, session_id uuid, factor_id uuid, challenge_id uuid, code text, key bytea, refresh_token_hash bytea, ttl_seconds integer, max_failures integer, window_seconds integer, context jsonb) IS 'Verify a TOTP code against a challenge: the session becomes aal2 with a new refresh token. Status: ok | factor_not_found | limited | challenge_not_found | challenge_expired | session_not_found | invalid_code.';
+
+--
+-- Name: oauth_link_guest(uuid, text, text, boolean, bytea, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.oauth_link_guest(user_id uuid, provider text, email text, email_verified boolean, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb DEFAULT NULL::jsonb) RETURNS auth.session_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_email text := pg_catalog.lower(oauth_link_guest.email);
+begin
+  if v_email is null or oauth_link_guest.email_verified is distinct from true then
+    return auth_private.session_status('unverified_email');
+  end if;
+  perform 1 from auth.users u where u.id = oauth_link_guest.user_id and u.is_anonymous and u.email is null for update;
+  if not found then
+    return auth_private.session_status('not_a_guest');
+  end if;
+  begin
+    update auth.users u set email = v_email, provider = oauth_link_guest.provider,
+        providers = pg_catalog.array_append(u.providers, oauth_link_guest.provider),
+        email_confirmed_at = now(), updated_at = now()
+      where u.id = oauth_link_guest.user_id;
+  exception when unique_violation then
+    return auth_private.session_status('email_taken');
+  end;
+  perform auth_private.prove_address(oauth_link_guest.user_id, v_email, 'oauth', false);
+  perform auth_private.audit('oauth_linked', oauth_link_guest.user_id, oauth_link_guest.context,
+    jsonb_build_object('provider', oauth_link_guest.provider, 'guest', true));
+  return auth.start_session(oauth_link_guest.user_id, oauth_link_guest.refresh_token_hash, oauth_link_guest.refresh_ttl_seconds, null, 'oauth',
+    oauth_link_guest.context);
+end
+$$;
+
+--
+-- Name: FUNCTION oauth_link_guest(user_id uuid, provider text, email text, email_verified boolean, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.oauth_link_guest(user_id uuid, provider text, email text, email_verified boolean, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb) IS 'Give a guest a provider-verified address and the provider (so it becomes a user) and start a session. Status: ok | unverified_email | email_taken | not_a_guest.';
 
 --
 -- Name: oauth_sign_in(text, text, boolean, bytea, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
@@ -1068,10 +1325,27 @@ $$;
 COMMENT ON FUNCTION auth.oauth_sign_in(provider text, email text, email_verified boolean, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb) IS 'OAuth callback: create the account of a provider-verified email or link the provider to the existing one (providers accumulate), then start a session. Status: ok | unverified_email.';
 
 --
+-- Name: oauth_state_link_user(bytea); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.oauth_state_link_user(state_hash bytea) RETURNS uuid
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select s.link_user_id from auth_private.oauth_states s where s.state_hash = oauth_state_link_user.state_hash
+$$;
+
+--
+-- Name: FUNCTION oauth_state_link_user(state_hash bytea); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.oauth_state_link_user(state_hash bytea) IS 'The guest an OAuth state links an identity to; null for a sign-in.';
+
+--
 -- Name: password_credentials(text); Type: FUNCTION; Schema: auth; Owner: -
 --
 
-CREATE FUNCTION auth.password_credentials(email text) RETURNS TABLE(status text, user_id uuid, password_hash text, email_confirmed boolean, role text, user_email text, is_anonymous boolean)
+CREATE FUNCTION auth.password_credentials(email text) RETURNS TABLE(status text, user_id uuid, password_hash text, email_confirmed boolean, role text, user_email text, is_anonymous boolean, app_metadata jsonb)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1080,11 +1354,11 @@ begin
   -- plpgsql, not sql: its plan is cached per connection; a SQL function's body is planned
   -- on every call, a measurable share of a sign-in when argon2 leaves little CPU over.
   return query
-    select 'ok'::text, u.id, p.hash, u.email_confirmed_at is not null, u.role, u.email, u.is_anonymous
+    select 'ok'::text, u.id, p.hash, u.email_confirmed_at is not null, u.role, u.email, u.is_anonymous, auth_private.app_metadata(u)
       from auth.users u join auth_private.passwords p on p.user_id = u.id
       where lower(u.email) = lower(password_credentials.email);
   if not found then
-    return query select 'not_found'::text, null::uuid, null::text, null::boolean, null::text, null::text, null::boolean;
+    return query select 'not_found'::text, null::uuid, null::text, null::boolean, null::text, null::text, null::boolean, null::jsonb;
   end if;
 end
 $$;
@@ -1309,7 +1583,8 @@ begin
   if found then
     insert into auth_private.refresh_tokens (token_hash, session_id, expires_at)
       values (rotate_refresh_token.next_token_hash, v_session_id, now() + make_interval(secs => rotate_refresh_token.ttl_seconds));
-    return (select row('ok', v_session_id, u.is_anonymous, auth_private.user_json(u), v_aal, v_amr)::auth.session_result
+    perform auth_private.refuse_if_banned(u.banned_until) from auth.users u where u.id = v_user_id;
+    return (select row('ok', v_session_id, u.is_anonymous, auth_private.user_json(u), v_aal, v_amr, auth_private.app_metadata(u))::auth.session_result
       from auth.users u where u.id = v_user_id);
   end if;
 
@@ -1321,15 +1596,15 @@ begin
   if not found then
     return auth_private.session_status('invalid');
   elsif v_revoked_at is not null then
-    return row('revoked', v_session_id, null, null, null, null)::auth.session_result;
+    return row('revoked', v_session_id, null, null, null, null, null)::auth.session_result;
   elsif v_rotated_at is not null then
     update auth_private.sessions s set revoked_at = now(), revoked_reason = 'reuse_detected'
       where s.id = v_session_id and s.revoked_at is null;
     perform auth_private.audit('refresh_reuse_detected', v_user_id, rotate_refresh_token.context,
       jsonb_build_object('session_id', v_session_id));
-    return row('reuse_detected', v_session_id, null, null, null, null)::auth.session_result;
+    return row('reuse_detected', v_session_id, null, null, null, null, null)::auth.session_result;
   else
-    return row('expired', v_session_id, null, null, null, null)::auth.session_result;
+    return row('expired', v_session_id, null, null, null, null, null)::auth.session_result;
   end if;
 end
 $$;
@@ -1455,7 +1730,7 @@ begin
   if v_verify then
     perform auth_private.issue_one_time_token(v_user.id, v_user.email, 'verification',
       sign_up.verification_token_hash, sign_up.sealed_verification_token);
-    return row('confirmation_sent', null, false, auth_private.user_json(v_user), null, null)::auth.session_result;
+    return row('confirmation_sent', null, false, auth_private.user_json(v_user), null, null, null)::auth.session_result;
   end if;
   return auth.start_session(v_user.id, sign_up.refresh_token_hash, sign_up.refresh_ttl_seconds, null, 'password', sign_up.context);
 end
@@ -1486,6 +1761,7 @@ begin
   if not found then
     return auth_private.session_status('user_not_found');
   end if;
+  perform auth_private.refuse_if_banned(v_user.banned_until);
   insert into auth_private.sessions (id, user_id, amr)
     values (coalesce(start_session.new_session_id, gen_random_uuid()), v_user.id,
       jsonb_build_array(jsonb_build_object('method', start_session.method, 'timestamp', floor(extract(epoch from now()))::bigint)))
@@ -1494,7 +1770,8 @@ begin
     values (start_session.refresh_token_hash, v_session.id, now() + make_interval(secs => start_session.ttl_seconds));
   perform auth_private.audit('sign_in', v_user.id, start_session.context,
     jsonb_build_object('method', start_session.method, 'session_id', v_session.id));
-  return row('ok', v_session.id, v_user.is_anonymous, auth_private.user_json(v_user), v_session.aal, v_session.amr)::auth.session_result;
+  return row('ok', v_session.id, v_user.is_anonymous, auth_private.user_json(v_user), v_session.aal, v_session.amr,
+    auth_private.app_metadata(v_user))::auth.session_result;
 end
 $$;
 
@@ -1566,21 +1843,22 @@ $$;
 COMMENT ON FUNCTION auth.uid() IS 'The calling user''s id (claim sub), or null. Inlinable.';
 
 --
--- Name: update_user(uuid, text, text, jsonb, uuid, jsonb, text); Type: FUNCTION; Schema: auth; Owner: -
+-- Name: update_user(uuid, text, text, jsonb, uuid, jsonb, text, bytea, text); Type: FUNCTION; Schema: auth; Owner: -
 --
 
-CREATE FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb DEFAULT NULL::jsonb, aal text DEFAULT NULL::text) RETURNS TABLE(status text, user_json jsonb)
+CREATE FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb DEFAULT NULL::jsonb, aal text DEFAULT NULL::text, verification_token_hash bytea DEFAULT NULL::bytea, sealed_verification_token text DEFAULT NULL::text) RETURNS TABLE(status text, user_json jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 #variable_conflict use_column
 declare
   v_old_email text;
+  v_guest boolean;
   v_user auth.users;
   v_email_changed boolean;
   v_password_changed boolean := update_user.password_hash is not null;
 begin
-  select u.email into v_old_email from auth.users u where u.id = update_user.user_id for update;
+  select u.email, u.is_anonymous into v_old_email, v_guest from auth.users u where u.id = update_user.user_id for update;
   if (update_user.password_hash is not null or (update_user.email is not null and lower(update_user.email) is distinct from lower(v_old_email)))
      and update_user.aal is distinct from 'aal2'
      and exists (select 1 from auth_private.mfa_factors f where f.user_id = update_user.user_id and f.status = 'verified') then
@@ -1615,6 +1893,15 @@ begin
     insert into auth_private.passwords as p (user_id, hash) values (v_user.id, update_user.password_hash)
       on conflict (user_id) do update set hash = excluded.hash, updated_at = now();
   end if;
+  if v_guest and v_email_changed then
+    if update_user.verification_token_hash is not null then
+      perform auth_private.issue_one_time_token(v_user.id, v_user.email, 'verification',
+        update_user.verification_token_hash, update_user.sealed_verification_token);
+    else
+      update auth.users u set email_confirmed_at = coalesce(u.email_confirmed_at, now()) where u.id = v_user.id
+        returning * into v_user;
+    end if;
+  end if;
   if v_email_changed then
     perform auth_private.audit('email_changed', v_user.id, update_user.context, '{}'::jsonb);
   end if;
@@ -1637,10 +1924,10 @@ end
 $$;
 
 --
--- Name: FUNCTION update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text); Type: COMMENT; Schema: auth; Owner: -
+-- Name: FUNCTION update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text, verification_token_hash bytea, sealed_verification_token text); Type: COMMENT; Schema: auth; Owner: -
 --
 
-COMMENT ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text) IS 'Change a user''s own email, password hash and metadata (merged; null keys removed); an email or password change ends the other sessions, tells the former address and is audited; with a verified factor it needs aal2. Status: ok | not_found | email_taken | insufficient_aal.';
+COMMENT ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text, verification_token_hash bytea, sealed_verification_token text) IS 'Change a user''s own email, password hash and metadata (merged; null keys removed); an email or password change ends the other sessions, tells the former address and is audited; with a verified factor it needs aal2; a guest giving an email is confirmed (or sent the confirmation) and so becomes a user. Status: ok | not_found | email_taken | insufficient_aal.';
 
 --
 -- Name: verify_email(bytea); Type: FUNCTION; Schema: auth; Owner: -
@@ -1713,6 +2000,141 @@ $$;
 --
 
 COMMENT ON FUNCTION auth.verify_magic_link(token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb) IS 'Use a magic-link token (proving the address, spending the other tokens) and start a session in one transaction. Status: ok | invalid.';
+
+--
+-- Name: users; Type: TABLE; Schema: auth; Owner: -
+--
+
+CREATE TABLE auth.users (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    email text,
+    role text DEFAULT 'authenticated'::text NOT NULL,
+    user_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    provider text,
+    providers text[] DEFAULT '{}'::text[] NOT NULL,
+    email_confirmed_at timestamp with time zone,
+    is_anonymous boolean DEFAULT false NOT NULL,
+    last_sign_in_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    app_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    banned_until timestamp with time zone,
+    invited_at timestamp with time zone,
+    CONSTRAINT users_app_metadata_check CHECK ((jsonb_typeof(app_metadata) = 'object'::text)),
+    CONSTRAINT users_email_check CHECK (((email IS NULL) OR (((length(email) >= 3) AND (length(email) <= 320)) AND (POSITION(('@'::text) IN (email)) > 1)))),
+    CONSTRAINT users_identity_check CHECK (((email IS NOT NULL) OR is_anonymous OR (provider IS NOT NULL))),
+    CONSTRAINT users_provider_check CHECK (((provider IS NULL) OR (provider = ANY (ARRAY['google'::text, 'github'::text, 'apple'::text, 'microsoft'::text, 'oidc'::text])))),
+    CONSTRAINT users_role_check CHECK ((role ~ '^[a-z_][a-z0-9_]{0,62}$'::text)),
+    CONSTRAINT users_user_metadata_check CHECK ((jsonb_typeof(user_metadata) = 'object'::text))
+);
+
+--
+-- Name: TABLE users; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON TABLE auth.users IS 'plinth: one row per account (email/password, OAuth or guest). Application tables may reference auth.users(id). Secrets are in auth_private.';
+
+--
+-- Name: COLUMN users.email; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.email IS 'Lower-cased address, unique case-insensitively; null for guests.';
+
+--
+-- Name: COLUMN users.role; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.role IS 'Database role of this user''s sessions: anon, authenticated, service_role or the guest role.';
+
+--
+-- Name: COLUMN users.user_metadata; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.user_metadata IS 'Free JSON object: data at signup, merged by PATCH /auth/v1/user.';
+
+--
+-- Name: COLUMN users.provider; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.provider IS 'OAuth provider (google, github, apple, microsoft, oidc); null for email and guest users.';
+
+--
+-- Name: COLUMN users.providers; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.providers IS 'Every provider the account has signed in with (email for password users).';
+
+--
+-- Name: COLUMN users.email_confirmed_at; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.email_confirmed_at IS 'When the address was confirmed; null while awaiting confirmation.';
+
+--
+-- Name: COLUMN users.is_anonymous; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.is_anonymous IS 'Guest account (POST /auth/v1/anonymous); its tokens carry is_anonymous = true.';
+
+--
+-- Name: COLUMN users.app_metadata; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.app_metadata IS 'Free JSON object set by admins (PUT /auth/v1/admin/users/{id}); in every access token with provider and providers.';
+
+--
+-- Name: COLUMN users.banned_until; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.banned_until IS 'No sign-in and no refresh while this is in the future (PUT /auth/v1/admin/users/{id} ban_duration).';
+
+--
+-- Name: COLUMN users.invited_at; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.invited_at IS 'When an admin invited the user (POST /auth/v1/invite, generate_link type invite).';
+
+--
+-- Name: admin_user_json(auth.users); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.admin_user_json(u auth.users) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+  select auth_private.user_json(u) operator(pg_catalog.||) pg_catalog.jsonb_build_object(
+    'app_metadata', auth_private.app_metadata(u),
+    'is_anonymous', u.is_anonymous,
+    'email_confirmed_at', auth_private.iso_utc(u.email_confirmed_at),
+    'invited_at', auth_private.iso_utc(u.invited_at),
+    'last_sign_in_at', auth_private.iso_utc(u.last_sign_in_at),
+    'banned_until', case when u.banned_until operator(pg_catalog.>) pg_catalog.now() then auth_private.iso_utc(u.banned_until) end)
+$$;
+
+--
+-- Name: FUNCTION admin_user_json(u auth.users); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.admin_user_json(u auth.users) IS 'The User object with app_metadata, is_anonymous, email_confirmed_at, invited_at, last_sign_in_at and banned_until (null unless banned now).';
+
+--
+-- Name: app_metadata(auth.users); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.app_metadata(u auth.users) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+  select u.app_metadata operator(pg_catalog.||) pg_catalog.jsonb_build_object(
+    'provider', coalesce(u.provider, case when u.is_anonymous then 'anonymous' when 'email' operator(pg_catalog.=) any (u.providers) then 'email'
+                                          else u.providers[1] end, 'email'),
+    'providers', pg_catalog.to_jsonb(case when pg_catalog.cardinality(u.providers) operator(pg_catalog.=) 0
+                                          then array[case when u.is_anonymous then 'anonymous' else 'email' end] else u.providers end))
+$$;
+
+--
+-- Name: FUNCTION app_metadata(u auth.users); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.app_metadata(u auth.users) IS 'The app_metadata claim: what an admin set, with provider and providers. Inlinable.';
 
 --
 -- Name: audit(text, uuid, jsonb, jsonb); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -1844,77 +2266,6 @@ $$;
 COMMENT ON FUNCTION auth_private.factors_json(user_id uuid) IS '{"factors": [...]} of a user, or {} when the user has none.';
 
 --
--- Name: users; Type: TABLE; Schema: auth; Owner: -
---
-
-CREATE TABLE auth.users (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    email text,
-    role text DEFAULT 'authenticated'::text NOT NULL,
-    user_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
-    provider text,
-    providers text[] DEFAULT '{}'::text[] NOT NULL,
-    email_confirmed_at timestamp with time zone,
-    is_anonymous boolean DEFAULT false NOT NULL,
-    last_sign_in_at timestamp with time zone,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT users_email_check CHECK (((email IS NULL) OR (((length(email) >= 3) AND (length(email) <= 320)) AND (POSITION(('@'::text) IN (email)) > 1)))),
-    CONSTRAINT users_identity_check CHECK (((email IS NOT NULL) OR is_anonymous OR (provider IS NOT NULL))),
-    CONSTRAINT users_provider_check CHECK (((provider IS NULL) OR (provider = ANY (ARRAY['google'::text, 'github'::text, 'apple'::text, 'microsoft'::text, 'oidc'::text])))),
-    CONSTRAINT users_role_check CHECK ((role ~ '^[a-z_][a-z0-9_]{0,62}$'::text)),
-    CONSTRAINT users_user_metadata_check CHECK ((jsonb_typeof(user_metadata) = 'object'::text))
-);
-
---
--- Name: TABLE users; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON TABLE auth.users IS 'plinth: one row per account (email/password, OAuth or guest). Application tables may reference auth.users(id). Secrets are in auth_private.';
-
---
--- Name: COLUMN users.email; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.email IS 'Lower-cased address, unique case-insensitively; null for guests.';
-
---
--- Name: COLUMN users.role; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.role IS 'Database role of this user''s sessions: anon, authenticated, service_role or the guest role.';
-
---
--- Name: COLUMN users.user_metadata; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.user_metadata IS 'Free JSON object: data at signup, merged by PATCH /auth/v1/user.';
-
---
--- Name: COLUMN users.provider; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.provider IS 'OAuth provider (google, github, apple, microsoft, oidc); null for email and guest users.';
-
---
--- Name: COLUMN users.providers; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.providers IS 'Every provider the account has signed in with (email for password users).';
-
---
--- Name: COLUMN users.email_confirmed_at; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.email_confirmed_at IS 'When the address was confirmed; null while awaiting confirmation.';
-
---
--- Name: COLUMN users.is_anonymous; Type: COMMENT; Schema: auth; Owner: -
---
-
-COMMENT ON COLUMN auth.users.is_anonymous IS 'Guest account (POST /auth/v1/anonymous); its tokens carry is_anonymous = true.';
-
---
 -- Name: gotrue_user_json(auth.users); Type: FUNCTION; Schema: auth_private; Owner: -
 --
 
@@ -1955,6 +2306,70 @@ $$;
 --
 
 COMMENT ON FUNCTION auth_private.gotrue_user_json(u auth.users) IS 'SUPABASE_COMPAT: the User object with GoTrue''s fields.';
+
+--
+-- Name: guest_confirmed(); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.guest_confirmed() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  new.is_anonymous := false;
+  if new.role = old.role then
+    new.role := 'authenticated';
+  end if;
+  if not ('email' = any (new.providers)) and new.provider is null then
+    new.providers := new.providers || '{email}'::text[];
+  end if;
+  perform auth_private.audit('guest_upgraded', new.id, null, '{}'::jsonb);
+  return new;
+end
+$$;
+
+--
+-- Name: FUNCTION guest_confirmed(); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.guest_confirmed() IS 'Trigger: a guest whose email is confirmed becomes a user (is_anonymous false, role authenticated unless set in the same update).';
+
+--
+-- Name: invitee(text, jsonb, jsonb); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.invitee(email text, user_metadata jsonb, context jsonb) RETURNS auth.users
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_user auth.users;
+begin
+  select * into v_user from auth.users u where lower(u.email) = lower(invitee.email) for update;
+  if v_user.id is not null then
+    if v_user.email_confirmed_at is not null then
+      return null;
+    end if;
+    update auth.users u set invited_at = now(), updated_at = now(),
+        user_metadata = u.user_metadata || coalesce(invitee.user_metadata, '{}'::jsonb)
+      where u.id = v_user.id returning * into v_user;
+  else
+    insert into auth.users (email, providers, user_metadata, invited_at)
+      values (lower(invitee.email), '{email}'::text[], coalesce(invitee.user_metadata, '{}'::jsonb), now())
+      returning * into v_user;
+    insert into auth_private.proven_emails (user_id, email, proof) values (v_user.id, v_user.email, 'invite');
+  end if;
+  perform auth_private.audit('user_invited', v_user.id, invitee.context, '{}'::jsonb);
+  return v_user;
+end
+$$;
+
+--
+-- Name: FUNCTION invitee(email text, user_metadata jsonb, context jsonb); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.invitee(email text, user_metadata jsonb, context jsonb) IS 'Create (or, unconfirmed, reuse) the user of an invitation; null when the address is confirmed already.';
 
 --
 -- Name: iso_utc(timestamp with time zone); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -2074,6 +2489,45 @@ $$;
 COMMENT ON FUNCTION auth_private.mfa_unseal(sealed bytea, key bytea) IS 'Inverse of mfa_seal.';
 
 --
+-- Name: parse_ban_duration(text); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.parse_ban_duration(d text) RETURNS interval
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+  v_sign numeric := 1;
+  v_rest text := parse_ban_duration.d;
+  v_micros numeric := 0;
+  m text[];
+begin
+  if v_rest is null then return null; end if;
+  if v_rest = 'none' or v_rest = '0' or v_rest = '+0' or v_rest = '-0' then return interval '0'; end if;
+  if left(v_rest, 1) in ('+', '-') then
+    v_sign := case when left(v_rest, 1) = '-' then -1 else 1 end;
+    v_rest := substr(v_rest, 2);
+  end if;
+  if v_rest !~ '^(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$' then
+    return null;
+  end if;
+  for m in select regexp_matches(v_rest, '([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)', 'g') loop
+    v_micros := v_micros + m[1]::numeric * case m[2] when 'ns' then 0.001 when 'us' then 1 when 'µs' then 1 when 'μs' then 1
+      when 'ms' then 1000 when 's' then 1000000 when 'm' then 60000000 else 3600000000 end;
+    if v_micros > 9223372036854775 then return null; end if;
+  end loop;
+  if v_sign < 0 then return interval '0'; end if;
+  return make_interval(secs => floor(v_micros) / 1000000);
+end
+$_$;
+
+--
+-- Name: FUNCTION parse_ban_duration(d text); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.parse_ban_duration(d text) IS 'A Go duration or "none" as an interval (0 = no ban); null when malformed or beyond Go''s limit.';
+
+--
 -- Name: prove_address(uuid, text, text, boolean); Type: FUNCTION; Schema: auth_private; Owner: -
 --
 
@@ -2107,13 +2561,34 @@ $$;
 COMMENT ON FUNCTION auth_private.prove_address(user_id uuid, email text, proof text, purge boolean) IS 'Mark an account''s address proven; on its first proof (with purge) remove password, user_metadata and sessions planted before. Returns true when it was not proven before.';
 
 --
+-- Name: refuse_if_banned(timestamp with time zone); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.refuse_if_banned(banned_until timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if refuse_if_banned.banned_until > now() then
+    raise exception 'user is banned' using errcode = 'PT403';
+  end if;
+end
+$$;
+
+--
+-- Name: FUNCTION refuse_if_banned(banned_until timestamp with time zone); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.refuse_if_banned(banned_until timestamp with time zone) IS 'Raise PT403 `user is banned` while banned_until is in the future.';
+
+--
 -- Name: session_status(text); Type: FUNCTION; Schema: auth_private; Owner: -
 --
 
 CREATE FUNCTION auth_private.session_status(status text) RETURNS auth.session_result
     LANGUAGE sql IMMUTABLE
     AS $$
-  select row(session_status.status, null, null, null, null, null)::auth.session_result
+  select row(session_status.status, null, null, null, null, null, null)::auth.session_result
 $$;
 
 --
@@ -2171,6 +2646,25 @@ $$;
 --
 
 COMMENT ON FUNCTION auth_private.spend_other_tokens(user_id uuid, token_hash bytea) IS 'Spend every other unused recovery and magic-link token of a user (one was just used).';
+
+--
+-- Name: store_admin_token(uuid, text, text, bytea, interval); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.store_admin_token(user_id uuid, email text, kind text, token_hash bytea, ttl interval) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  insert into auth_private.one_time_tokens (token_hash, user_id, kind, email, expires_at)
+    values (store_admin_token.token_hash, store_admin_token.user_id, store_admin_token.kind, store_admin_token.email,
+      now() + store_admin_token.ttl)
+$$;
+
+--
+-- Name: FUNCTION store_admin_token(user_id uuid, email text, kind text, token_hash bytea, ttl interval); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.store_admin_token(user_id uuid, email text, kind text, token_hash bytea, ttl interval) IS 'Store a one-time token an admin hands out (invite, generate_link) with its lifetime; no email.';
 
 --
 -- Name: totp(bytea, bigint); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -7312,7 +7806,7 @@ COMMENT ON TABLE auth.audit_log_entries IS 'plinth: the account audit log (who d
 -- Name: COLUMN audit_log_entries.action; Type: COMMENT; Schema: auth; Owner: -
 --
 
-COMMENT ON COLUMN auth.audit_log_entries.action IS 'sign_up, sign_in, sign_in_failed, refresh_reuse_detected, sign_out, password_changed, email_changed, recovery_requested, recovery_completed, mfa_enrolled, mfa_verified, mfa_verify_failed, mfa_unenrolled, admin_user_created, admin_user_deleted, admin_factor_deleted, oauth_linked.';
+COMMENT ON COLUMN auth.audit_log_entries.action IS 'sign_up, sign_in, sign_in_failed, refresh_reuse_detected, sign_out, password_changed, email_changed, recovery_requested, recovery_completed, mfa_enrolled, mfa_verified, mfa_verify_failed, mfa_unenrolled, admin_user_created, admin_user_updated, admin_user_deleted, admin_factor_deleted, user_invited, guest_upgraded, oauth_linked.';
 
 --
 -- Name: COLUMN audit_log_entries.detail; Type: COMMENT; Schema: auth; Owner: -
@@ -7411,6 +7905,7 @@ CREATE TABLE auth_private.oauth_states (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     used_at timestamp with time zone,
+    link_user_id uuid,
     CONSTRAINT oauth_states_hash_check CHECK ((octet_length(state_hash) = 32)),
     CONSTRAINT oauth_states_provider_check CHECK ((provider = ANY (ARRAY['google'::text, 'github'::text, 'apple'::text, 'microsoft'::text, 'oidc'::text]))),
     CONSTRAINT oauth_states_wiped_check CHECK (((used_at IS NULL) OR ((code_verifier IS NULL) AND (nonce IS NULL))))
@@ -7427,6 +7922,12 @@ COMMENT ON TABLE auth_private.oauth_states IS 'plinth: pending OAuth authorizati
 --
 
 COMMENT ON COLUMN auth_private.oauth_states.code_verifier IS 'PKCE code verifier (RFC 7636): secret, sent only to the provider''s token endpoint; null once used or for providers without PKCE.';
+
+--
+-- Name: COLUMN oauth_states.link_user_id; Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON COLUMN auth_private.oauth_states.link_user_id IS 'The guest an identity-linking request is for; null for a sign-in.';
 
 --
 -- Name: one_time_tokens; Type: TABLE; Schema: auth_private; Owner: -
@@ -7476,7 +7977,7 @@ CREATE TABLE auth_private.proven_emails (
     proof text NOT NULL,
     proven_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT proven_emails_email_check CHECK ((email = lower(email))),
-    CONSTRAINT proven_emails_proof_check CHECK ((proof = ANY (ARRAY['verification'::text, 'magic_link'::text, 'recovery'::text, 'oauth'::text, 'legacy'::text])))
+    CONSTRAINT proven_emails_proof_check CHECK ((proof = ANY (ARRAY['verification'::text, 'magic_link'::text, 'recovery'::text, 'oauth'::text, 'legacy'::text, 'invite'::text])))
 );
 
 --
@@ -8617,6 +9118,12 @@ CREATE INDEX hooks_table_name_idx ON webhooks_private.hooks USING btree (table_n
 CREATE INDEX outbox_later_due_at_id_idx ON webhooks_private.outbox USING btree (due_at, id) WHERE (delivery_id IS NOT NULL);
 
 --
+-- Name: users users_guest_confirmed; Type: TRIGGER; Schema: auth; Owner: -
+--
+
+CREATE TRIGGER users_guest_confirmed BEFORE UPDATE OF email_confirmed_at, email ON auth.users FOR EACH ROW WHEN ((old.is_anonymous AND new.is_anonymous AND (new.email IS NOT NULL) AND (new.email_confirmed_at IS NOT NULL))) EXECUTE FUNCTION auth_private.guest_confirmed();
+
+--
 -- Name: functions _100_notify; Type: TRIGGER; Schema: edge; Owner: -
 --
 
@@ -8653,6 +9160,13 @@ ALTER TABLE ONLY auth_private.mfa_challenges
 
 ALTER TABLE ONLY auth_private.mfa_factors
     ADD CONSTRAINT mfa_factors_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE;
+
+--
+-- Name: oauth_states oauth_states_link_user_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.oauth_states
+    ADD CONSTRAINT oauth_states_link_user_id_fkey FOREIGN KEY (link_user_id) REFERENCES auth.users(id) ON DELETE CASCADE;
 
 --
 -- Name: one_time_tokens one_time_tokens_user_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
@@ -8914,6 +9428,24 @@ REVOKE ALL ON FUNCTION auth.admin_create_user(email text, password_hash text, ro
 REVOKE ALL ON FUNCTION auth.admin_delete_factor(user_id uuid, factor_id uuid, context jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION admin_generate_link(type text, email text, password_hash text, user_metadata jsonb, token_hash bytea, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.admin_generate_link(type text, email text, password_hash text, user_metadata jsonb, token_hash bytea, context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION admin_get_user(user_id uuid); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.admin_get_user(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION admin_invite_user(email text, user_metadata jsonb, token_hash bytea, sealed_token text, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.admin_invite_user(email text, user_metadata jsonb, token_hash bytea, sealed_token text, context jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION admin_list_factors(user_id uuid); Type: ACL; Schema: auth; Owner: -
 --
 
@@ -8930,6 +9462,12 @@ REVOKE ALL ON FUNCTION auth.admin_list_sessions(user_id uuid) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION auth.admin_revoke_session(user_id uuid, session_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION admin_update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, app_metadata jsonb, role text, email_confirm boolean, ban interval, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.admin_update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, app_metadata jsonb, role text, email_confirm boolean, ban interval, context jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION check_recovery_token(token_hash bytea); Type: ACL; Schema: auth; Owner: -
@@ -8972,6 +9510,12 @@ REVOKE ALL ON FUNCTION auth.confirm_recovery(token_hash bytea, password_hash tex
 --
 
 REVOKE ALL ON FUNCTION auth.consume_oauth_state(state_hash bytea) FROM PUBLIC;
+
+--
+-- Name: FUNCTION create_oauth_link_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, user_id uuid); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.create_oauth_link_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, user_id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION create_oauth_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer); Type: ACL; Schema: auth; Owner: -
@@ -9044,10 +9588,22 @@ REVOKE ALL ON FUNCTION auth.mfa_unenroll(user_id uuid, factor_id uuid, aal text,
 REVOKE ALL ON FUNCTION auth.mfa_verify(user_id uuid, session_id uuid, factor_id uuid, challenge_id uuid, code text, key bytea, refresh_token_hash bytea, ttl_seconds integer, max_failures integer, window_seconds integer, context jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION oauth_link_guest(user_id uuid, provider text, email text, email_verified boolean, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.oauth_link_guest(user_id uuid, provider text, email text, email_verified boolean, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION oauth_sign_in(provider text, email text, email_verified boolean, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb); Type: ACL; Schema: auth; Owner: -
 --
 
 REVOKE ALL ON FUNCTION auth.oauth_sign_in(provider text, email text, email_verified boolean, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_state_link_user(state_hash bytea); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.oauth_state_link_user(state_hash bytea) FROM PUBLIC;
 
 --
 -- Name: FUNCTION password_credentials(email text); Type: ACL; Schema: auth; Owner: -
@@ -9148,10 +9704,10 @@ GRANT ALL ON FUNCTION auth.uid() TO service_role;
 GRANT ALL ON FUNCTION auth.uid() TO anonymous;
 
 --
--- Name: FUNCTION update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text); Type: ACL; Schema: auth; Owner: -
+-- Name: FUNCTION update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text, verification_token_hash bytea, sealed_verification_token text); Type: ACL; Schema: auth; Owner: -
 --
 
-REVOKE ALL ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text, verification_token_hash bytea, sealed_verification_token text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION verify_email(token_hash bytea); Type: ACL; Schema: auth; Owner: -
@@ -9164,6 +9720,24 @@ REVOKE ALL ON FUNCTION auth.verify_email(token_hash bytea) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION auth.verify_magic_link(token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb) FROM PUBLIC;
+
+--
+-- Name: COLUMN users.id; Type: ACL; Schema: auth; Owner: -
+--
+
+GRANT REFERENCES(id) ON TABLE auth.users TO plinth_sql;
+
+--
+-- Name: FUNCTION admin_user_json(u auth.users); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.admin_user_json(u auth.users) FROM PUBLIC;
+
+--
+-- Name: FUNCTION app_metadata(u auth.users); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.app_metadata(u auth.users) FROM PUBLIC;
 
 --
 -- Name: FUNCTION audit(action text, user_id uuid, context jsonb, detail jsonb); Type: ACL; Schema: auth_private; Owner: -
@@ -9196,16 +9770,22 @@ REVOKE ALL ON FUNCTION auth_private.enqueue_no_mail(kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION auth_private.factors_json(user_id uuid) FROM PUBLIC;
 
 --
--- Name: COLUMN users.id; Type: ACL; Schema: auth; Owner: -
---
-
-GRANT REFERENCES(id) ON TABLE auth.users TO plinth_sql;
-
---
 -- Name: FUNCTION gotrue_user_json(u auth.users); Type: ACL; Schema: auth_private; Owner: -
 --
 
 REVOKE ALL ON FUNCTION auth_private.gotrue_user_json(u auth.users) FROM PUBLIC;
+
+--
+-- Name: FUNCTION guest_confirmed(); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.guest_confirmed() FROM PUBLIC;
+
+--
+-- Name: FUNCTION invitee(email text, user_metadata jsonb, context jsonb); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.invitee(email text, user_metadata jsonb, context jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION iso_utc(ts timestamp with time zone); Type: ACL; Schema: auth_private; Owner: -
@@ -9238,10 +9818,22 @@ REVOKE ALL ON FUNCTION auth_private.mfa_seal(secret bytea, key bytea) FROM PUBLI
 REVOKE ALL ON FUNCTION auth_private.mfa_unseal(sealed bytea, key bytea) FROM PUBLIC;
 
 --
+-- Name: FUNCTION parse_ban_duration(d text); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.parse_ban_duration(d text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION prove_address(user_id uuid, email text, proof text, purge boolean); Type: ACL; Schema: auth_private; Owner: -
 --
 
 REVOKE ALL ON FUNCTION auth_private.prove_address(user_id uuid, email text, proof text, purge boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION refuse_if_banned(banned_until timestamp with time zone); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.refuse_if_banned(banned_until timestamp with time zone) FROM PUBLIC;
 
 --
 -- Name: FUNCTION session_status(status text); Type: ACL; Schema: auth_private; Owner: -
@@ -9260,6 +9852,12 @@ REVOKE ALL ON FUNCTION auth_private.spend_one_time_token(token_hash bytea, kind 
 --
 
 REVOKE ALL ON FUNCTION auth_private.spend_other_tokens(user_id uuid, token_hash bytea) FROM PUBLIC;
+
+--
+-- Name: FUNCTION store_admin_token(user_id uuid, email text, kind text, token_hash bytea, ttl interval); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.store_admin_token(user_id uuid, email text, kind text, token_hash bytea, ttl interval) FROM PUBLIC;
 
 --
 -- Name: FUNCTION totp(secret bytea, step bigint); Type: ACL; Schema: auth_private; Owner: -
