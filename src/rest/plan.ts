@@ -19,9 +19,9 @@ import { arrayLiteral } from './sql/fragments.ts';
 import { isRefused, type Method, type RpcRequest, type TableRequest } from './request.ts';
 import type { Param } from './statement.ts';
 import type { Prefer } from './prefer.ts';
-import { conditions, orderTerms, readNode, selectList } from './plan/select.ts';
+import { checkScope, conditions, embedScope, orderTerms, readNode, selectList } from './plan/select.ts';
 import { argumentNames, getCall, hasResultColumns, postCall, resolveFunction, resultRelation } from './plan/rpc.ts';
-import type { ActionPlan, ReadNode, ReadPlan } from './plan/tree.ts';
+import type { ActionPlan, OnConflict, ReadNode, ReadPlan } from './plan/tree.ts';
 
 /** A request planned: its shape, its values, and the plan tree on demand. */
 export interface Planned {
@@ -67,7 +67,9 @@ export function bodyColumns(rel: Relation, rows: readonly Record<string, unknown
 /** The top level of a read: conditions, select list, order and page, in the order their refusals are answered. */
 function readLevel(cat: Catalog, rel: Relation, q: ParsedQuery): ReadNode {
   const where = conditions(rel, q);
-  const { items, names, grouped } = selectList(cat, rel, q.select);
+  const scope = embedScope(q);
+  const { items, names, grouped } = selectList(cat, rel, q.select, scope);
+  checkScope(scope);
   const order = orderTerms(rel, q);
   let p = q.values.length;
   const limit = q.limit === null ? null : ++p;
@@ -76,6 +78,7 @@ function readLevel(cat: Catalog, rel: Relation, q: ParsedQuery): ReadNode {
 }
 
 interface TableOptions {
+  readonly onConflict: OnConflict | null;
   readonly minimal: boolean;
   readonly count: Prefer['count'];
   readonly singular: boolean;
@@ -92,7 +95,9 @@ function tableTree(cat: Catalog, rel: Relation, method: Method, q: ParsedQuery, 
   const where = method === 'POST' ? [] : conditions(rel, q);
   let returning: ReadNode | null = null;
   if (!o.minimal) {
-    returning = readNode(cat, rel, q.select);
+    const scope = embedScope(q);
+    returning = readNode(cat, rel, q.select, scope);
+    checkScope(scope);
     // A write answers its rows; aggregates of them are not offered.
     if (returning.grouped) throw ERRORS.invalidRequest();
   }
@@ -103,12 +108,25 @@ function tableTree(cat: Catalog, rel: Relation, method: Method, q: ParsedQuery, 
     body: method === 'DELETE' ? null : q.values.length + 1,
     where,
     missingDefault: o.missingDefault,
-    onConflict: null,
+    onConflict: o.onConflict,
     returning,
     counted: o.counted,
     count: o.count,
     singular: o.singular,
   };
+}
+
+/**
+ * Upsert's conflict target (SUPABASE_COMPAT=true, `Prefer: resolution=…`): the columns of
+ * `on_conflict`, each one of the relation's, or its primary key; null: a plain insert.
+ */
+function conflictTarget(rel: Relation, upsert: TableRequest['upsert']): OnConflict | null {
+  if (upsert === undefined) return null;
+  if (isRefused(upsert)) throw upsert.refused;
+  const columns = upsert.columns ?? rel.pk;
+  if (columns.length === 0) throw ERRORS.invalidRequestBecause('upsert needs on_conflict: the table has no primary key');
+  for (const c of columns) if (!rel.columns.has(c)) throw REST_ERRORS.unknownColumn(c, rel.name);
+  return { columns, action: upsert.action };
 }
 
 /** A request to /rest/v1/{table} (or a batch's operation on one). */
@@ -121,6 +139,7 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
 
   let columns: string[] = [];
   let bodyParam: string | null = null;
+  const onConflict = req.method === 'POST' ? conflictTarget(rel, req.upsert) : null;
   if (req.method === 'POST' || req.method === 'PATCH') {
     if (!(req.method === 'POST' ? rel.insertable : rel.updatable)) throw REST_ERRORS.methodNotAllowed();
     const body = req.body!;
@@ -151,7 +170,8 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
   const missingDefault = req.method === 'POST' && req.prefer.missingDefault;
   const key =
     req.method + '\u0000' + rel.name + '\u0000' + shapeOf(q) + '\u0000' + columns.join('\u0001') + '\u0000' +
-    (minimal ? 'm' : '') + (singular ? 's' : '') + (csv ? 'c' : '') + (counted ? 'n' : '') + (missingDefault ? 'd' : '') + (count ?? '');
+    (minimal ? 'm' : '') + (singular ? 's' : '') + (csv ? 'c' : '') + (counted ? 'n' : '') + (missingDefault ? 'd' : '') + (count ?? '') +
+    (onConflict === null ? '' : '\u0000U' + onConflict.action + onConflict.columns.join('\u0001'));
 
   // POST takes only `select` from the query (filters, order and paging mean nothing there).
   const params: Param[] = [];
@@ -161,7 +181,7 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
     if (q.offset !== null) params.push(String(q.offset));
   }
   if (bodyParam !== null) params.push(bodyParam);
-  const tree = (): ActionPlan => tableTree(cat, rel, req.method, q, columns, { minimal, count, singular, csv, counted, missingDefault });
+  const tree = (): ActionPlan => tableTree(cat, rel, req.method, q, columns, { onConflict, minimal, count, singular, csv, counted, missingDefault });
   const p: Planned = ranged ? { key, params, offset: q.offset ?? 0, tree, ranged } : { key, params, offset: q.offset ?? 0, tree };
   return req.rollback || maxAffected !== undefined ? { ...p, rollback: req.rollback, maxAffected } : p;
 }

@@ -70,7 +70,7 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
   const replicas = db.replicas.length > 0;
   const ryw = config.readYourWritesMs;
 
-  const opts = { txEnd, plans };
+  const opts = { txEnd, plans, compat: config.supabaseCompat };
 
   /** A table or function request: credentials → parse → prepare (plan, build, cached by shape) → execute → send. */
   const answer = async (req: FastifyRequest, reply: FastifyReply, kind: 'table' | 'rpc', name: string, method: Method): Promise<FastifyReply> => {

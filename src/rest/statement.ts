@@ -26,6 +26,8 @@ export interface Statement {
   readonly csvHeader?: string;
   /** A write without a body that still answers its row count (`n`), for `max-affected`. */
   readonly counted?: boolean;
+  /** A merging upsert (SUPABASE_COMPAT=true): 200 instead of 201 when its row's `inserted` is 0. */
+  readonly mergeStatus?: boolean;
 }
 
 /** A statement plus the values of one request: ready to run on any connection. */
