@@ -51,7 +51,7 @@ export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
   }
   const row = rows[0] as ResultRow;
   const n = row.n;
-  if (s.singular && n !== 1) throw REST_ERRORS.singular();
+  if (s.singular && n !== 1) throw REST_ERRORS.singular(n);
   let contentRange: string | null = null;
   let status = s.mergeStatus === true && row.inserted === 0 ? 200 : s.status;
   if (s.contentRange) {

@@ -65,10 +65,12 @@ export function bodyColumns(rel: Relation, rows: readonly Record<string, unknown
 }
 
 /** The top level of a read: conditions, select list, order and page, in the order their refusals are answered. */
-function readLevel(cat: Catalog, rel: Relation, q: ParsedQuery): ReadNode {
-  const where = conditions(rel, q);
+function readLevel(cat: Catalog, rel: Relation, q: ParsedQuery, selectFirst = false): ReadNode {
+  // SUPABASE_COMPAT=true refuses in PostgREST's order: the select list's names before the filters'.
   const scope = embedScope(q);
-  const { items, names, grouped } = selectList(cat, rel, q.select, scope);
+  const first = selectFirst ? selectList(cat, rel, q.select, scope) : null;
+  const where = conditions(rel, q);
+  const { items, names, grouped } = first ?? selectList(cat, rel, q.select, scope);
   checkScope(scope);
   const order = orderTerms(rel, q);
   let p = q.values.length;
@@ -85,12 +87,13 @@ interface TableOptions {
   readonly csv: boolean;
   readonly counted: boolean;
   readonly missingDefault: boolean;
+  readonly compat: boolean;
 }
 
 function tableTree(cat: Catalog, rel: Relation, method: Method, q: ParsedQuery, columns: readonly string[], o: TableOptions): ActionPlan {
   checkSelect(cat, rel, q.select);
   if (method === 'GET') {
-    return { kind: 'read', node: readLevel(cat, rel, q), from: { kind: 'relation' }, count: o.count, values: q.values.length, singular: o.singular, csv: o.csv };
+    return { kind: 'read', node: readLevel(cat, rel, q, o.compat), from: { kind: 'relation' }, count: o.count, ...(o.compat ? { estimateAtLeastExact: true } : {}), values: q.values.length, singular: o.singular, csv: o.csv };
   }
   const where = method === 'POST' ? [] : conditions(rel, q);
   let returning: ReadNode | null = null;
@@ -181,7 +184,7 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
     if (q.offset !== null) params.push(String(q.offset));
   }
   if (bodyParam !== null) params.push(bodyParam);
-  const tree = (): ActionPlan => tableTree(cat, rel, req.method, q, columns, { onConflict, minimal, count, singular, csv, counted, missingDefault });
+  const tree = (): ActionPlan => tableTree(cat, rel, req.method, q, columns, { onConflict, minimal, count, singular, csv, counted, missingDefault, compat: req.compat === true });
   const p: Planned = ranged ? { key, params, offset: q.offset ?? 0, tree, ranged } : { key, params, offset: q.offset ?? 0, tree };
   return req.rollback || maxAffected !== undefined ? { ...p, rollback: req.rollback, maxAffected } : p;
 }

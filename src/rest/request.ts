@@ -63,6 +63,8 @@ export interface TableRequest {
    * SUPABASE_COMPAT=true, a POST with `Prefer: resolution=…`: upsert, on the columns of
    * `on_conflict` (null: the primary key). Absent otherwise: a plain insert.
    */
+  /** SUPABASE_COMPAT=true: refusals in PostgREST's order. */
+  readonly compat?: boolean;
   readonly upsert?: { readonly action: 'merge' | 'ignore'; readonly columns: readonly string[] | null } | Refused;
 }
 
@@ -240,11 +242,14 @@ export function parseTableRequest(req: FastifyRequest, table: string, method: Me
   if (!publicProfile(req)) throw REST_ERRORS.schemaNotExposed();
   const accept = req.headers.accept;
   checkAccept(accept, o.plans);
-  const prefer = parsePrefer(req.headers.prefer);
+  const parsed = parsePrefer(req.headers.prefer);
+  // SUPABASE_COMPAT=true: a write answers its rows only when `Prefer: return=representation` asks (PostgREST).
+  const prefer = o.compat === true && method !== 'GET' && !parsed.returnMinimal && !/return\s*=\s*representation/i.test(String(req.headers.prefer ?? '')) ? { ...parsed, returnMinimal: true } : parsed;
   const query = rawQuery(req.url);
   const upsert = o.compat === true && method === 'POST' && prefer.resolution !== null ? { upsert: upsertOf(query, prefer.resolution) } : {};
   return {
     ...upsert,
+    ...(o.compat === true ? { compat: true } : {}),
     kind: 'table',
     method,
     table,

@@ -8,7 +8,7 @@
 import { ERRORS } from '../../core/errors.ts';
 import type { Catalog, Column, Relation, Relationship } from '../catalog.ts';
 import { CASTS, type EmbedItem, type EmbeddedQuery, type FilterNode, type JsonStep, type LogicNode, type ParsedQuery, type SelectItem, type SelectNode } from '../grammar.ts';
-import { REST_ERRORS } from '../errors.ts';
+import { REST_ERRORS, type Candidate } from '../errors.ts';
 import type { ColumnRef, Condition, EmbedPlan, Operand, OrderTerm, ReadNode, SelectPlan } from './tree.ts';
 
 export function column(rel: Relation, name: string): Column {
@@ -116,6 +116,19 @@ function byKeyName(cat: Catalog, rel: Relation, name: string): Relationship[] {
   return out;
 }
 
+const CARDINALITY = { m2o: 'many-to-one', o2m: 'one-to-many', m2m: 'many-to-many' } as const;
+
+/** A relationship as PostgREST's PGRST201 details describe it (the schema's names only, no data). */
+function candidate(rel: Relation, r: Relationship): Candidate {
+  const cols = (pairs: readonly (readonly [string, string])[], i: 0 | 1) => pairs.map((p) => p[i]).join(', ');
+  const cardinality = r.cardinality === 'o2m' && r.toOne ? 'one-to-one' : CARDINALITY[r.cardinality];
+  const relationship =
+    r.junction === undefined
+      ? `${r.constraint} using ${rel.name}(${cols(r.pairs, 0)}) and ${r.target.name}(${cols(r.pairs, 1)})`
+      : `${r.junction.rel.name} using ${r.constraint}(${cols(r.pairs, 1)}) and ${r.junction.constraint}(${cols(r.junction.pairs, 0)})`;
+  return { cardinality, embedding: `${rel.name} with ${r.target.name}`, relationship };
+}
+
 /** The hint that names a relationship in the ambiguity message: its key, or its junction. */
 function hintOf(r: Relationship): string {
   return r.junction === undefined ? r.constraint : r.junction.rel.name;
@@ -148,12 +161,12 @@ export function resolveEmbed(cat: Catalog, rel: Relation, item: EmbedItem): Rela
     found = found.filter((r) => r.cardinality === want);
   }
   if (found.length === 1) return found[0];
-  if (found.length === 0) throw REST_ERRORS.invalidEmbed();
+  if (found.length === 0) throw REST_ERRORS.invalidEmbed(rel.name, item.relation);
   let hints = [...new Set(found.map((r) => item.relation + '!' + hintOf(r)))];
   // Two ways through one junction (a self many-to-many): its keys tell them apart.
   if (hints.length < found.length) hints = [...new Set(found.map((r) => item.relation + '!' + r.constraint))];
   hints.sort();
-  throw REST_ERRORS.ambiguousEmbed(rel.name, item.relation, hints);
+  throw REST_ERRORS.ambiguousEmbed(rel.name, item.relation, hints, found.map((r) => candidate(rel, r)).sort((x, y) => (x.relationship < y.relationship ? -1 : 1)));
 }
 
 /**

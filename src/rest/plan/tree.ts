@@ -150,6 +150,8 @@ export interface ReadPlan {
   readonly node: ReadNode;
   readonly from: { readonly kind: 'relation' } | { readonly kind: 'call'; readonly call: CallPlan };
   readonly count: Prefer['count'];
+  /** SUPABASE_COMPAT=true: `count=estimated` is the greater of the exact and the planned count (PostgREST without db-max-rows). */
+  readonly estimateAtLeastExact?: boolean;
   /** The number of filter values ($1…$n): `count=planned` plans the filtered read with them. */
   readonly values: number;
   readonly singular: boolean;

@@ -234,7 +234,7 @@ function orderSql(terms: readonly OrderTerm[], alias: string): string {
 }
 
 /** `total` column for Prefer: count=…, over the same relation and filters, without paging. */
-function countSql(qname: string, values: number, where: string, count: NonNullable<Prefer['count']>, source: string): string {
+function countSql(qname: string, values: number, where: string, count: NonNullable<Prefer['count']>, source: string, atLeastExact = false): string {
   const exact = `(select count(*) from ${source}${where === '' ? '' : ' where ' + where})`;
   if (count === 'exact') return exact;
   const text = `select 1 from ${qname} _t0${where === '' ? '' : ' where ' + where}`;
@@ -242,6 +242,7 @@ function countSql(qname: string, values: number, where: string, count: NonNullab
   for (let i = 1; i <= values; i++) args.push(`$${i}::text`);
   const planned = `rest.planned_rows(${literal(text)}, array[${args.join(', ')}]::text[])`;
   if (count === 'planned') return planned;
+  if (atLeastExact) return `greatest(${exact}, ${planned})`;
   return `(select case when _p.n <= ${ESTIMATED_EXACT_LIMIT} then ${exact} else _p.n end from (select ${planned} as n) _p)`;
 }
 
@@ -264,7 +265,7 @@ function buildRead(plan: ReadPlan): Statement {
     const c = callSql(plan.from.call);
     source = (c.from === '' ? '' : c.from + ', ') + c.call + ' _t0';
   }
-  if (plan.count !== null) text += `, ${countSql(node.qname, plan.values, all, plan.count, source)}::int8 as total`;
+  if (plan.count !== null) text += `, ${countSql(node.qname, plan.values, all, plan.count, source, plan.estimateAtLeastExact === true)}::int8 as total`;
   text += ` from (select ${list} from ${source}${frame.joins}${all === '' ? '' : ' where ' + all}${groupSql(frame)}${orderSql(node.order, '_t0')}${paging}) _r`;
   const maxAge = plan.from.kind === 'call' ? plan.from.call.maxAge : null;
   const statement: Statement = { text, status: 200, returnsBody: true, contentRange: true, count: plan.count, singular: plan.singular, write: false, maxAge };
@@ -362,5 +363,6 @@ function buildCall(plan: CallAnswerPlan): Statement {
     const value = fn.returnKind === 'void' ? `concat('null', ${call}::text)` : `coalesce(to_json(${call})::text, 'null')`;
     text = `select ${value} as body, 1 as n${from === '' ? '' : ' from ' + from}`;
   }
-  return { text, status: 200, returnsBody: true, contentRange: plan.counted, count: plan.counted ? 'exact' : null, singular: false, write: false, maxAge: fn.maxAge };
+  const statement: Statement = { text, status: 200, returnsBody: true, contentRange: plan.counted, count: plan.counted ? 'exact' : null, singular: false, write: false, maxAge: fn.maxAge };
+  return fn.returnKind === 'void' && !fn.returnsSet ? { ...statement, voidCall: true } : statement;
 }
