@@ -122,3 +122,30 @@ await both(t, 'relation(count)', async (t, app, on) => {
     t.same(f.body, [{ name: 'Ursula Le Guin', books: [{ count: 1 }] }], 'counted after the embedded filter');
   } else t.same([r.status, r.body], [400, { error: 'invalid embed in request' }]);
 });
+
+await both(t, "PostgREST's statuses: void RPC, writes without return=, partial counts, ambiguous embeds", async (t, app, on) => {
+  const v = await app.call('POST', '/rest/v1/rpc/touch', { token: app.serviceKey, body: {} });
+  t.same([v.status, v.text], on ? [204, ''] : [200, 'null'], 'a void function');
+  const ins = await app.call('POST', '/rest/v1/genres', { token: app.serviceKey, body: { id: 50, name: 'drama' } });
+  t.same([ins.status, ins.text === '' ? null : ins.body], on ? [201, null] : [201, [{ id: 50, name: 'drama' }]], 'an insert without Prefer: return=');
+  const upd = await app.call('PATCH', '/rest/v1/genres?id=eq.50', { token: app.serviceKey, body: { name: 'comedy' } });
+  t.same([upd.status, upd.text === '' ? null : upd.body], on ? [204, null] : [200, [{ id: 50, name: 'comedy' }]], 'an update without Prefer: return=');
+  const rep = await app.call('PATCH', '/rest/v1/genres?id=eq.50', { headers: { prefer: 'return=representation' }, token: app.serviceKey, body: { name: 'tragedy' } });
+  t.same([rep.status, rep.body], [200, [{ id: 50, name: 'tragedy' }]], 'return=representation: the rows in both');
+  const page = await app.call('GET', '/rest/v1/books?select=id&order=id&limit=2', { headers: { prefer: 'count=exact' }, token: app.serviceKey });
+  t.same([page.status, page.headers.get('content-range')], [on ? 206 : 200, '0-1/4'], 'a partial page of a counted read');
+  const amb = await app.call('GET', '/rest/v1/reviews?select=authors(name)', { token: app.serviceKey });
+  if (on) {
+    t.equal(amb.status, 300, 'an ambiguous embed: 300');
+    t.match(amb.body, { code: 'PGRST201', message: "Could not embed because more than one relationship was found for 'reviews' and 'authors'" });
+    t.same(amb.body.details.map((d: { cardinality: string }) => d.cardinality), ['many-to-one', 'many-to-one']);
+    t.match(amb.body.hint, /^Try changing 'authors' to one of the following: 'authors!/);
+  } else t.same([amb.status, amb.body.error.startsWith('invalid embed in request: more than one relationship')], [400, true]);
+  const single = await app.call('GET', '/rest/v1/books?select=id', { headers: { accept: 'application/vnd.pgrst.object+json' }, token: app.serviceKey });
+  if (on) t.same([single.status, single.body.code, single.body.details], [406, 'PGRST116', 'The result contains 4 rows']);
+  else t.same([single.status, single.body], [406, { error: 'JSON object requested, multiple (or no) rows returned' }]);
+  const col = await app.call('GET', '/rest/v1/books?select=nope', { token: app.serviceKey });
+  t.same([col.status, on ? col.body.message : col.body.error], [400, on ? 'column books.nope does not exist' : 'unknown column in request'], 'an unknown column');
+  const rel = await app.call('GET', '/rest/v1/books?select=nothing(*)', { token: app.serviceKey });
+  t.same([rel.status, on ? rel.body.message : rel.body.error], [400, on ? "Could not find a relationship between 'books' and 'nothing' in the schema cache" : 'invalid embed in request']);
+});
