@@ -149,3 +149,11 @@ await both(t, "PostgREST's statuses: void RPC, writes without return=, partial c
   const rel = await app.call('GET', '/rest/v1/books?select=nothing(*)', { token: app.serviceKey });
   t.same([rel.status, on ? rel.body.message : rel.body.error], [400, on ? "Could not find a relationship between 'books' and 'nothing' in the schema cache" : 'invalid embed in request']);
 });
+
+t.test('embedded filters meet the limits of the top level (400, never a database 500)', async (t) => {
+  const deep = '{'.repeat(8) + 'a' + '}'.repeat(8);
+  const arr = await compat.call('GET', `/rest/v1/books?select=title,authors(name)&authors.tags=cs.${encodeURIComponent(deep)}`, { token: compat.serviceKey });
+  t.same([arr.status, arr.body.message], [400, 'invalid request'], 'an array value deeper than PostgreSQL takes');
+  const fts = await compat.call('GET', `/rest/v1/books?select=title,authors(name)&authors.name=fts.${encodeURIComponent('!'.repeat(40) + 'a')}`, { token: compat.serviceKey });
+  t.same([fts.status, fts.body.message], [400, 'invalid request'], 'a tsquery too complex for its parser');
+});
