@@ -11,7 +11,7 @@
  */
 import { ERRORS } from '../core/errors.ts';
 import type { Catalog, Func, Relation } from './catalog.ts';
-import { parseQuery, type ParsedQuery, type Value } from './grammar.ts';
+import { parseQuery, type FilterNode, type LogicNode, type ParsedQuery, type Value } from './grammar.ts';
 import { shapeOf } from './shape.ts';
 import { checkArgs, checkFilters, checkRows, checkSelect } from './limits.ts';
 import { grammarToAppError, REST_ERRORS } from './errors.ts';
@@ -79,6 +79,20 @@ function readLevel(cat: Catalog, rel: Relation, q: ParsedQuery, selectFirst = fa
   return { qname: rel.qname, select: items, names, grouped, where, order, limit, offset };
 }
 
+/** How many of the query's values (from $1) its filters and groups read: the slots after them are select's, order's and embedded levels'. */
+function filterValues(q: ParsedQuery): number {
+  let n = 0;
+  const walk = (f: FilterNode | LogicNode): void => {
+    if (f.kind === 'logic') return f.children.forEach(walk);
+    for (const p of f.path ?? []) n = Math.max(n, p.slot + 1);
+    if (f.op !== 'is') n = Math.max(n, f.slot + 1);
+    if ('langSlot' in f && f.langSlot !== null) n = Math.max(n, f.langSlot + 1);
+  };
+  q.filters.forEach(walk);
+  q.logic.forEach(walk);
+  return n;
+}
+
 interface TableOptions {
   readonly onConflict: OnConflict | null;
   readonly minimal: boolean;
@@ -112,6 +126,7 @@ function tableTree(cat: Catalog, rel: Relation, method: Method, q: ParsedQuery, 
     where,
     missingDefault: o.missingDefault,
     onConflict: o.onConflict,
+    ...(returning === null && q.values.length > filterValues(q) ? { unread: q.values.length } : {}),
     returning,
     counted: o.counted,
     count: o.count,

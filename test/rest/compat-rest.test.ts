@@ -157,3 +157,10 @@ t.test('embedded filters meet the limits of the top level (400, never a database
   const fts = await compat.call('GET', `/rest/v1/books?select=title,authors(name)&authors.name=fts.${encodeURIComponent('!'.repeat(40) + 'a')}`, { token: compat.serviceKey });
   t.same([fts.status, fts.body.message], [400, 'invalid request'], 'a tsquery too complex for its parser');
 });
+
+t.test('a write answering no rows still takes the values only its answer would have read', async (t) => {
+  const r = await compat.call('PATCH', '/rest/v1/authors?id=eq.3&select=name,books(title)&books.title=eq.x', { token: compat.serviceKey, body: { rating: 5 } });
+  t.same([r.status, r.text], [204, ''], 'compat: no return= is return=minimal');
+  const p = await plain.call('PATCH', '/rest/v1/authors?id=eq.3&select=m:meta->>a', { headers: { prefer: 'return=minimal' }, token: plain.serviceKey, body: { rating: 4 } });
+  t.same([p.status, p.text], [204, ''], 'default: return=minimal with a JSON key in select');
+});

@@ -180,6 +180,8 @@ export interface MutatePlan {
   readonly returning: ReadNode | null;
   /** Minimal, but the row count is wanted (`max-affected`). */
   readonly counted: boolean;
+  /** Minimal, with query values only the answer would have used (select's JSON keys, embedded filters): $1…$n, typed without being read. */
+  readonly unread?: number;
   readonly count: Prefer['count'];
   readonly singular: boolean;
 }

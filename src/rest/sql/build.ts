@@ -318,8 +318,10 @@ function buildMutate(plan: MutatePlan): Statement {
     // No RETURNING: a write the caller may not read back is still allowed (RLS SELECT policies
     // apply to RETURNING), as in PostgREST. PATCH and DELETE answer 204, POST 201. Counted: the
     // rows are counted, none is read (`returning 1` names no column).
-    let text = plan.counted ? `with _w as (${write} returning 1) select null::text as body, count(*)::int4 as n from _w` : write;
-    if (merge) text = `with _w as (${write} returning _i.xmax = 0 as i) select null::text as body, count(*)::int4 as n, count(*) filter (where _w.i)::int4 as inserted from _w`;
+    // Values only the answer would have read are still typed (a prepared statement must type every parameter).
+    const v = plan.unread === undefined ? '' : `_v as (select ${Array.from({ length: plan.unread }, (_, i) => `$${i + 1}::text`).join(', ')}), `;
+    let text = plan.counted ? `with ${v}_w as (${write} returning 1) select null::text as body, count(*)::int4 as n from _w` : v === '' ? write : `with ${v.slice(0, -2)} ${write}`;
+    if (merge) text = `with ${v}_w as (${write} returning _i.xmax = 0 as i) select null::text as body, count(*)::int4 as n, count(*) filter (where _w.i)::int4 as inserted from _w`;
     return { ...base, ...mergeStatus, text, status: plan.kind === 'insert' ? 201 : 204, returnsBody: false, contentRange: false, write: true, counted: plan.counted || merge };
   }
   const frame = newFrame();
