@@ -132,6 +132,53 @@ function postgrestCode(err: AppError, method: string): string {
 /** A body in PostgREST's shape (the status stays plinth's). */
 export function postgrestBody(err: AppError, method: string): Record<string, unknown> {
   const code = postgrestCode(err, method);
-  const details = code === 'PGRST116' ? 'The result contains 0 or more than 1 rows' : null;
+  const named = namedMessage(err, code);
+  if (named !== null) return { code, message: named.message, details: named.details, hint: named.hint ?? null };
+  let details: string | null = null;
+  if (code === 'PGRST116') {
+    const rows = err.internal?.rows;
+    details = typeof rows === 'number' ? `The result contains ${rows} rows` : 'The result contains 0 or more than 1 rows';
+  }
   return { code, message: err.publicMessage, details, hint: null };
+}
+
+/** A name the request itself wrote (a column, a relation of its select), as PostgREST quotes it: at most 63 characters. */
+function requestName(v: unknown): string | null {
+  return typeof v === 'string' && v.length > 0 && v.length <= 63 ? v : null;
+}
+
+/**
+ * PostgREST's wording for the refusals that name what the request named (never anything
+ * the request did not write): an unknown column of a read (42703), an embed without a
+ * relationship (PGRST200), or with several (PGRST201: the relationships' keys and columns,
+ * which the default mode's message names too).
+ */
+function namedMessage(err: AppError, code: string): { message: string; details: unknown; hint?: string } | null {
+  const i = err.internal;
+  if (code === '42703') {
+    const column = requestName(i?.column);
+    const relation = requestName(i?.relation);
+    return column === null || relation === null ? null : { message: `column ${relation}.${column} does not exist`, details: null };
+  }
+  if (code === 'PGRST200') {
+    const from = requestName(i?.from);
+    const to = requestName(i?.to);
+    if (from === null || to === null) return null;
+    return {
+      message: `Could not find a relationship between '${from}' and '${to}' in the schema cache`,
+      details: `Searched for a foreign key relationship between '${from}' and '${to}' in the schema 'public', but no matches were found.`,
+    };
+  }
+  if (code === 'PGRST201') {
+    const from = requestName(i?.from);
+    const to = requestName(i?.to);
+    const hints = i?.hints;
+    if (from === null || to === null || !Array.isArray(hints)) return null;
+    return {
+      message: `Could not embed because more than one relationship was found for '${from}' and '${to}'`,
+      details: Array.isArray(i?.candidates) && i.candidates.length > 0 ? i.candidates : null,
+      hint: `Try changing '${to}' to one of the following: ${hints.map((h) => `'${String(h)}'`).join(', ')}. Find the desired relationship in the 'details' key.`,
+    };
+  }
+  return null;
 }

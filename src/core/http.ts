@@ -243,7 +243,11 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
     const g = gotrueBody(err, reply.request.url);
     return reply.code(g.status).type('application/json; charset=utf-8').send(JSON.stringify(g.body));
   }
-  if (shape === 'postgrest') return reply.code(err.status).type('application/json; charset=utf-8').send(JSON.stringify(postgrestBody(err, reply.request.method)));
+  if (shape === 'postgrest') {
+    const body = postgrestBody(err, reply.request.method);
+    // PostgREST answers an ambiguous embed 300 Multiple Choices.
+    return reply.code(body.code === 'PGRST201' ? 300 : err.status).type('application/json; charset=utf-8').send(JSON.stringify(body));
+  }
   return reply.code(err.status).type('application/json; charset=utf-8').send(JSON.stringify({ error: err.publicMessage }));
 }
 

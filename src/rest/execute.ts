@@ -24,6 +24,7 @@ export interface Outcome {
 interface ResultRow {
   body: string | null;
   n: number;
+  inserted?: number;
   total?: string | number | null;
 }
 
@@ -46,13 +47,13 @@ export function outcome(p: Prepared, rows: readonly postgres.Row[]): Outcome {
   if (!s.returnsBody) {
     // A write under `max-affected` counts its rows even without a body.
     const counted = s.counted ? (rows[0] as ResultRow).n : 0;
-    return { status: s.status, body: null, n: counted, contentRange: null };
+    return { status: s.mergeStatus === true && (rows[0] as ResultRow).inserted === 0 ? 200 : s.status, body: null, n: counted, contentRange: null };
   }
   const row = rows[0] as ResultRow;
   const n = row.n;
-  if (s.singular && n !== 1) throw REST_ERRORS.singular();
+  if (s.singular && n !== 1) throw REST_ERRORS.singular(n);
   let contentRange: string | null = null;
-  let status = s.status;
+  let status = s.mergeStatus === true && row.inserted === 0 ? 200 : s.status;
   if (s.contentRange) {
     // A counted call of a function without result columns: what it returned is the total.
     const total = row.total !== undefined && row.total !== null ? String(row.total) : s.count !== null ? String(n) : '*';

@@ -50,6 +50,7 @@ import { parseSelect } from './grammar/select.ts';
 import { parseFilter } from './grammar/filter.ts';
 import { parseLogic } from './grammar/logic.ts';
 import { parseOrder, parseLimitOffset } from './grammar/order.ts';
+import { isEmbeddedKey, parseEmbedded } from './grammar/embedded.ts';
 export * from './grammar/ast.ts';
 export { parseSelect } from './grammar/select.ts';
 export { parseFilter } from './grammar/filter.ts';
@@ -70,6 +71,7 @@ export { parseOrder, parseLimitOffset } from './grammar/order.ts';
 export function parseQuery(
   params: URLSearchParams | Iterable<readonly [string, string]> | string,
   selectOnly = false,
+  compat = false,
 ): ParsedQuery {
   // No query string (a POST, a GET of a whole table): nothing to walk, nothing to allocate.
   const it: Iterable<readonly [string, string]> =
@@ -86,6 +88,7 @@ export function parseQuery(
   const others: Value[] = selectOnly ? [] : values;
   // Groups are parsed after the filters so slot numbering depends on shape only.
   let pendingLogic: string[] | null = null; // key, value, key, value, …
+  let pendingEmbedded: [string, string][] | null = null;
 
   for (const [key, value] of it) {
     switch (key) {
@@ -115,7 +118,8 @@ export function parseQuery(
       case 'columns':
         break;
       default:
-        filters.push(parseFilter(key, value, others));
+        if (compat && isEmbeddedKey(key)) (pendingEmbedded ??= []).push([key, value]);
+        else filters.push(parseFilter(key, value, others));
     }
   }
 
@@ -129,10 +133,13 @@ export function parseQuery(
     }
   }
 
-  const selected = select === null ? STAR_SELECT : parseSelect(select, values);
+  const selected = select === null ? STAR_SELECT : parseSelect(select, values, compat);
   const ordered = order === null ? [] : parseOrder(order, others);
+  const embedded = pendingEmbedded === null ? null : parseEmbedded(pendingEmbedded, others);
   if (selectOnly && (values.length > 0 || others.length > 0)) {
     return { select: selected, filters: [], logic: [], order: [], limit: null, offset: null, values };
   }
-  return { select: selected, filters, logic, order: ordered, limit, offset, values };
+  // A POST's embedded parameters, like its filters, mean nothing to an insert.
+  if (embedded === null || selectOnly) return { select: selected, filters, logic, order: ordered, limit, offset, values };
+  return { select: selected, filters, logic, order: ordered, limit, offset, values, embedded };
 }

@@ -164,7 +164,17 @@ export function checkFilters(rel: Relation, q: ParsedQuery): void {
   const cols = columnsToCheck(rel);
   for (const f of q.filters) checkFilter(rel, cols, f, q.values);
   for (const g of q.logic) checkLogic(rel, cols, g, q.values);
+  // SUPABASE_COMPAT=true's embedded levels: their relation is resolved with the plan tree, so
+  // every value is checked as a value for an array column might be (besides the tsquery checks).
+  for (const e of q.embedded ?? []) {
+    for (const f of e.filters) checkFilter(rel, ANY_ARRAY, f, q.values);
+    for (const g of e.logic) checkLogic(rel, ANY_ARRAY, g, q.values);
+  }
 }
+
+/** A column map in which every name is an array column (embedded levels' filters). */
+const ARRAY_COLUMN: Column = { name: '', type: '', cast: '', base: '', category: 'A', elem: null, nullable: true, hasDefault: false, generated: false, description: null };
+const ANY_ARRAY: ReadonlyMap<string, Column> = { get: () => ARRAY_COLUMN, size: 1 } as unknown as ReadonlyMap<string, Column>;
 
 /** The rows of a POST or the object of a PATCH. */
 export function checkRows(rel: Relation, rows: readonly Record<string, unknown>[]): void {

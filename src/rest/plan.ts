@@ -11,7 +11,7 @@
  */
 import { ERRORS } from '../core/errors.ts';
 import type { Catalog, Func, Relation } from './catalog.ts';
-import { parseQuery, type ParsedQuery, type Value } from './grammar.ts';
+import { parseQuery, type FilterNode, type LogicNode, type ParsedQuery, type Value } from './grammar.ts';
 import { shapeOf } from './shape.ts';
 import { checkArgs, checkFilters, checkRows, checkSelect } from './limits.ts';
 import { grammarToAppError, REST_ERRORS } from './errors.ts';
@@ -19,9 +19,9 @@ import { arrayLiteral } from './sql/fragments.ts';
 import { isRefused, type Method, type RpcRequest, type TableRequest } from './request.ts';
 import type { Param } from './statement.ts';
 import type { Prefer } from './prefer.ts';
-import { conditions, orderTerms, readNode, selectList } from './plan/select.ts';
+import { checkScope, conditions, embedScope, orderTerms, readNode, selectList } from './plan/select.ts';
 import { argumentNames, getCall, hasResultColumns, postCall, resolveFunction, resultRelation } from './plan/rpc.ts';
-import type { ActionPlan, ReadNode, ReadPlan } from './plan/tree.ts';
+import type { ActionPlan, OnConflict, ReadNode, ReadPlan } from './plan/tree.ts';
 
 /** A request planned: its shape, its values, and the plan tree on demand. */
 export interface Planned {
@@ -65,9 +65,13 @@ export function bodyColumns(rel: Relation, rows: readonly Record<string, unknown
 }
 
 /** The top level of a read: conditions, select list, order and page, in the order their refusals are answered. */
-function readLevel(cat: Catalog, rel: Relation, q: ParsedQuery): ReadNode {
+function readLevel(cat: Catalog, rel: Relation, q: ParsedQuery, selectFirst = false): ReadNode {
+  // SUPABASE_COMPAT=true refuses in PostgREST's order: the select list's names before the filters'.
+  const scope = embedScope(q);
+  const first = selectFirst ? selectList(cat, rel, q.select, scope) : null;
   const where = conditions(rel, q);
-  const { items, names, grouped } = selectList(cat, rel, q.select);
+  const { items, names, grouped } = first ?? selectList(cat, rel, q.select, scope);
+  checkScope(scope);
   const order = orderTerms(rel, q);
   let p = q.values.length;
   const limit = q.limit === null ? null : ++p;
@@ -75,24 +79,42 @@ function readLevel(cat: Catalog, rel: Relation, q: ParsedQuery): ReadNode {
   return { qname: rel.qname, select: items, names, grouped, where, order, limit, offset };
 }
 
+/** How many of the query's values (from $1) its filters and groups read: the slots after them are select's, order's and embedded levels'. */
+function filterValues(q: ParsedQuery): number {
+  let n = 0;
+  const walk = (f: FilterNode | LogicNode): void => {
+    if (f.kind === 'logic') return f.children.forEach(walk);
+    for (const p of f.path ?? []) n = Math.max(n, p.slot + 1);
+    if (f.op !== 'is') n = Math.max(n, f.slot + 1);
+    if ('langSlot' in f && f.langSlot !== null) n = Math.max(n, f.langSlot + 1);
+  };
+  q.filters.forEach(walk);
+  q.logic.forEach(walk);
+  return n;
+}
+
 interface TableOptions {
+  readonly onConflict: OnConflict | null;
   readonly minimal: boolean;
   readonly count: Prefer['count'];
   readonly singular: boolean;
   readonly csv: boolean;
   readonly counted: boolean;
   readonly missingDefault: boolean;
+  readonly compat: boolean;
 }
 
 function tableTree(cat: Catalog, rel: Relation, method: Method, q: ParsedQuery, columns: readonly string[], o: TableOptions): ActionPlan {
   checkSelect(cat, rel, q.select);
   if (method === 'GET') {
-    return { kind: 'read', node: readLevel(cat, rel, q), from: { kind: 'relation' }, count: o.count, values: q.values.length, singular: o.singular, csv: o.csv };
+    return { kind: 'read', node: readLevel(cat, rel, q, o.compat), from: { kind: 'relation' }, count: o.count, ...(o.compat ? { estimateAtLeastExact: true } : {}), values: q.values.length, singular: o.singular, csv: o.csv };
   }
   const where = method === 'POST' ? [] : conditions(rel, q);
   let returning: ReadNode | null = null;
   if (!o.minimal) {
-    returning = readNode(cat, rel, q.select);
+    const scope = embedScope(q);
+    returning = readNode(cat, rel, q.select, scope);
+    checkScope(scope);
     // A write answers its rows; aggregates of them are not offered.
     if (returning.grouped) throw ERRORS.invalidRequest();
   }
@@ -103,12 +125,26 @@ function tableTree(cat: Catalog, rel: Relation, method: Method, q: ParsedQuery, 
     body: method === 'DELETE' ? null : q.values.length + 1,
     where,
     missingDefault: o.missingDefault,
-    onConflict: null,
+    onConflict: o.onConflict,
+    ...(returning === null && q.values.length > filterValues(q) ? { unread: q.values.length } : {}),
     returning,
     counted: o.counted,
     count: o.count,
     singular: o.singular,
   };
+}
+
+/**
+ * Upsert's conflict target (SUPABASE_COMPAT=true, `Prefer: resolution=…`): the columns of
+ * `on_conflict`, each one of the relation's, or its primary key; null: a plain insert.
+ */
+function conflictTarget(rel: Relation, upsert: TableRequest['upsert']): OnConflict | null {
+  if (upsert === undefined) return null;
+  if (isRefused(upsert)) throw upsert.refused;
+  const columns = upsert.columns ?? rel.pk;
+  if (columns.length === 0) throw ERRORS.invalidRequestBecause('upsert needs on_conflict: the table has no primary key');
+  for (const c of columns) if (!rel.columns.has(c)) throw REST_ERRORS.unknownColumn(c, rel.name);
+  return { columns, action: upsert.action };
 }
 
 /** A request to /rest/v1/{table} (or a batch's operation on one). */
@@ -121,6 +157,7 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
 
   let columns: string[] = [];
   let bodyParam: string | null = null;
+  const onConflict = req.method === 'POST' ? conflictTarget(rel, req.upsert) : null;
   if (req.method === 'POST' || req.method === 'PATCH') {
     if (!(req.method === 'POST' ? rel.insertable : rel.updatable)) throw REST_ERRORS.methodNotAllowed();
     const body = req.body!;
@@ -151,7 +188,8 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
   const missingDefault = req.method === 'POST' && req.prefer.missingDefault;
   const key =
     req.method + '\u0000' + rel.name + '\u0000' + shapeOf(q) + '\u0000' + columns.join('\u0001') + '\u0000' +
-    (minimal ? 'm' : '') + (singular ? 's' : '') + (csv ? 'c' : '') + (counted ? 'n' : '') + (missingDefault ? 'd' : '') + (count ?? '');
+    (minimal ? 'm' : '') + (singular ? 's' : '') + (csv ? 'c' : '') + (counted ? 'n' : '') + (missingDefault ? 'd' : '') + (count ?? '') +
+    (onConflict === null ? '' : '\u0000U' + onConflict.action + onConflict.columns.join('\u0001'));
 
   // POST takes only `select` from the query (filters, order and paging mean nothing there).
   const params: Param[] = [];
@@ -161,7 +199,7 @@ export function planTable(cat: Catalog, req: TableRequest): Planned {
     if (q.offset !== null) params.push(String(q.offset));
   }
   if (bodyParam !== null) params.push(bodyParam);
-  const tree = (): ActionPlan => tableTree(cat, rel, req.method, q, columns, { minimal, count, singular, csv, counted, missingDefault });
+  const tree = (): ActionPlan => tableTree(cat, rel, req.method, q, columns, { onConflict, minimal, count, singular, csv, counted, missingDefault, compat: req.compat === true });
   const p: Planned = ranged ? { key, params, offset: q.offset ?? 0, tree, ranged } : { key, params, offset: q.offset ?? 0, tree };
   return req.rollback || maxAffected !== undefined ? { ...p, rollback: req.rollback, maxAffected } : p;
 }

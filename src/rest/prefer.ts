@@ -20,10 +20,12 @@ export interface Prefer {
   readonly missingDefault: boolean;
   /** `consistency=strong`: a read goes to the primary, never to a replica. */
   readonly strong: boolean;
+  /** `resolution=merge-duplicates|ignore-duplicates`: upsert, honoured only under SUPABASE_COMPAT=true. */
+  readonly resolution: 'merge' | 'ignore' | null;
 }
 
 /** No Prefer header: every preference at its default. */
-export const NO_PREFER: Prefer = Object.freeze({ returnMinimal: false, count: null, tx: null, strict: false, maxAffected: null, missingDefault: false, strong: false });
+export const NO_PREFER: Prefer = Object.freeze({ returnMinimal: false, count: null, tx: null, strict: false, maxAffected: null, missingDefault: false, strong: false, resolution: null });
 
 /** Space, tab, CR or LF, as the query grammar trims. */
 function isWs(c: number): boolean {
@@ -40,7 +42,7 @@ function sliceTrim(s: string, from: number, to: number): string {
 /**
  * Parses the `Prefer` header(s): `return=minimal|representation`, `count=exact|planned|estimated`,
  * `tx=commit|rollback`, `handling=strict|lenient`, `max-affected=N`, `missing=default|null`,
- * `consistency=strong|eventual`.
+ * `consistency=strong|eventual`, `resolution=merge-duplicates|ignore-duplicates`.
  * Tokens are comma-separated, case-insensitive; unknown tokens are ignored. Later tokens win.
  */
 export function parsePrefer(header: string | readonly string[] | undefined | null): Prefer {
@@ -52,6 +54,7 @@ export function parsePrefer(header: string | readonly string[] | undefined | nul
   let maxAffected: number | null = null;
   let missingDefault = false;
   let strong = false;
+  let resolution: Prefer['resolution'] = null;
   const h = typeof header === 'string' ? header : header.join(',');
   const n = h.length;
   let start = 0;
@@ -95,9 +98,13 @@ export function parsePrefer(header: string | readonly string[] | undefined | nul
           if (val === 'strong') strong = true;
           else if (val === 'eventual') strong = false;
           break;
+        case 'resolution':
+          if (val === 'merge-duplicates') resolution = 'merge';
+          else if (val === 'ignore-duplicates') resolution = 'ignore';
+          break;
       }
     }
     start = end + 1;
   }
-  return { returnMinimal, count, tx, strict, maxAffected, missingDefault, strong };
+  return { returnMinimal, count, tx, strict, maxAffected, missingDefault, strong, resolution };
 }

@@ -59,6 +59,13 @@ export interface TableRequest {
   readonly rollback: boolean;
   /** An execution plan asked for instead of the answer (REST_PLAN_ENABLED). */
   readonly explain: PlanRequest | null;
+  /**
+   * SUPABASE_COMPAT=true, a POST with `Prefer: resolution=…`: upsert, on the columns of
+   * `on_conflict` (null: the primary key). Absent otherwise: a plain insert.
+   */
+  /** SUPABASE_COMPAT=true: refusals in PostgREST's order. */
+  readonly compat?: boolean;
+  readonly upsert?: { readonly action: 'merge' | 'ignore'; readonly columns: readonly string[] | null } | Refused;
 }
 
 export interface RpcRequest {
@@ -180,9 +187,9 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** The query string through the grammar, once; a syntax error is kept for the planner. */
-export function tableQuery(method: Method, query: string): ParsedQuery | Refused {
+export function tableQuery(method: Method, query: string, compat = false): ParsedQuery | Refused {
   try {
-    return parseQuery(query, method === 'POST');
+    return parseQuery(query, method === 'POST', compat);
   } catch (err) {
     return { refused: grammarToAppError(err) };
   }
@@ -217,6 +224,17 @@ export interface ParseOptions {
   readonly txEnd: RestTxEnd;
   /** REST_PLAN_ENABLED: the plan media types are accepted. */
   readonly plans: boolean;
+  /** SUPABASE_COMPAT=true: upsert, embedded filters and `rel(count)` (docs/api/supabase.md). */
+  readonly compat?: boolean;
+}
+
+/** `on_conflict=a,b`: the conflict target's column names; a blank name is refused. */
+function upsertOf(query: string, resolution: 'merge' | 'ignore'): NonNullable<TableRequest['upsert']> {
+  const raw = query.includes('on_conflict') ? new URLSearchParams(query).getAll('on_conflict') : [];
+  if (raw.length === 0) return { action: resolution, columns: null };
+  const columns = raw.length === 1 ? raw[0].split(',').map((c) => c.trim()) : [];
+  if (columns.some((c) => c === '') || columns.length === 0) return { refused: ERRORS.invalidRequest() };
+  return { action: resolution, columns };
 }
 
 /** A request to /rest/v1/{table}. */
@@ -224,12 +242,18 @@ export function parseTableRequest(req: FastifyRequest, table: string, method: Me
   if (!publicProfile(req)) throw REST_ERRORS.schemaNotExposed();
   const accept = req.headers.accept;
   checkAccept(accept, o.plans);
-  const prefer = parsePrefer(req.headers.prefer);
+  const parsed = parsePrefer(req.headers.prefer);
+  // SUPABASE_COMPAT=true: a write answers its rows only when `Prefer: return=representation` asks (PostgREST).
+  const prefer = o.compat === true && method !== 'GET' && !parsed.returnMinimal && !/return\s*=\s*representation/i.test(String(req.headers.prefer ?? '')) ? { ...parsed, returnMinimal: true } : parsed;
+  const query = rawQuery(req.url);
+  const upsert = o.compat === true && method === 'POST' && prefer.resolution !== null ? { upsert: upsertOf(query, prefer.resolution) } : {};
   return {
+    ...upsert,
+    ...(o.compat === true ? { compat: true } : {}),
     kind: 'table',
     method,
     table,
-    query: tableQuery(method, rawQuery(req.url)),
+    query: tableQuery(method, query, o.compat === true),
     body: tableBody(method, req.body, req.bodyText),
     prefer,
     singular: accept !== undefined && accept.includes(SINGULAR_TYPE),

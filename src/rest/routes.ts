@@ -12,6 +12,7 @@ import { prepare } from './prepare.ts';
 import { parseRpcRequest, parseTableRequest, rawQuery, type Method, type PlanRequest } from './request.ts';
 import type { RestTxEnd } from '../core/config.ts';
 import { execute, explain, type Outcome } from './execute.ts';
+import { compatOutcome } from './compat.ts';
 import { buildOpenApi, reachableQuery, type Reachable } from './openapi.ts';
 import { runBatch, validateBatch } from './batch.ts';
 import { markWrite, replicaMayRead } from './consistency.ts';
@@ -70,7 +71,8 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
   const replicas = db.replicas.length > 0;
   const ryw = config.readYourWritesMs;
 
-  const opts = { txEnd, plans };
+  const compat = config.supabaseCompat;
+  const opts = { txEnd, plans, compat };
 
   /** A table or function request: credentials → parse → prepare (plan, build, cached by shape) → execute → send. */
   const answer = async (req: FastifyRequest, reply: FastifyReply, kind: 'table' | 'rpc', name: string, method: Method): Promise<FastifyReply> => {
@@ -80,7 +82,8 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     if (r.explain !== null) return sendPlan(reply, r.explain, await explain(db, cred, p, r.explain));
     // A GET is a read (a function's only when stable or immutable: it has a max-age); anything else may write.
     const read = r.method === 'GET' && (r.kind === 'table' || p.statement.maxAge !== null);
-    const out = await execute(db, cred, p, { read: replicas && read && replicaMayRead(req, r.prefer, ryw) });
+    const done = await execute(db, cred, p, { read: replicas && read && replicaMayRead(req, r.prefer, ryw) });
+    const out = compat ? compatOutcome(done, p.statement, r.kind === 'table' && r.method === 'GET') : done;
     if (replicas && !read) markWrite(reply, ryw);
     if (r.prefer !== NO_PREFER) preferenceApplied(reply, txEnd, r.prefer, r.kind === 'table' && r.method === 'POST' && r.prefer.missingDefault ? 'missing=default' : null);
     if (r.kind === 'rpc') cacheHeaders(reply, req, p.statement.maxAge);

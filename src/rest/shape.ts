@@ -71,5 +71,17 @@ export function shapeOf(parsed: ParsedQuery): string {
   out += '|O';
   for (const o of parsed.order) out += nameKey(o.column) + pathShape(o.path) + '.' + o.direction + '.' + (o.nulls ?? '') + ',';
   out += '|' + (parsed.limit === null ? '' : 'L') + (parsed.offset === null ? '' : 'O');
+  if (parsed.embedded !== undefined) {
+    // SUPABASE_COMPAT=true: each embedded level's filters, groups, order and page, in order.
+    for (const e of parsed.embedded) {
+      out += '|E' + e.path.map(nameKey).join('.') + ':';
+      for (const f of e.filters) out += filterShape(f) + ';';
+      out += 'G';
+      for (const g of e.logic) out += logicShape(g) + ';';
+      out += 'O';
+      for (const o of e.order) out += nameKey(o.column) + pathShape(o.path) + '.' + o.direction + '.' + (o.nulls ?? '') + ',';
+      out += (e.limit === null ? '' : 'L') + (e.offset === null ? '' : 'O');
+    }
+  }
   return out;
 }

@@ -26,6 +26,10 @@ export interface Statement {
   readonly csvHeader?: string;
   /** A write without a body that still answers its row count (`n`), for `max-affected`. */
   readonly counted?: boolean;
+  /** A call of a function returning void (SUPABASE_COMPAT=true answers it 204, as PostgREST). */
+  readonly voidCall?: boolean;
+  /** A merging upsert (SUPABASE_COMPAT=true): 200 instead of 201 when its row's `inserted` is 0. */
+  readonly mergeStatus?: boolean;
 }
 
 /** A statement plus the values of one request: ready to run on any connection. */

@@ -573,7 +573,8 @@ t.test('Prefer', async (t) => {
   t.same(parsePrefer('count=estimated'), { ...NO_PREFER, returnMinimal: false, count: 'estimated' });
   t.same(parsePrefer('return=minimal, count=exact'), { ...NO_PREFER, returnMinimal: true, count: 'exact' });
   t.same(parsePrefer(' Return = Minimal ,COUNT=Exact'), { ...NO_PREFER, returnMinimal: true, count: 'exact' });
-  t.same(parsePrefer('resolution=merge-duplicates,return=minimal'), { ...NO_PREFER, returnMinimal: true, count: null });
+  t.same(parsePrefer('resolution=merge-duplicates,return=minimal'), { ...NO_PREFER, returnMinimal: true, count: null, resolution: 'merge' });
+  t.same(parsePrefer('resolution=ignore-duplicates'), { ...NO_PREFER, resolution: 'ignore' }, 'read in both modes, used under SUPABASE_COMPAT=true only');
   t.same(parsePrefer('count=bogus, tx=maybe, handling=loose, max-affected=-1, missing=x, return'), NO_PREFER, 'unknown values ignored');
   t.same(parsePrefer('tx=rollback, handling=strict, max-affected=5, missing=default'), {
     ...NO_PREFER,
@@ -901,4 +902,32 @@ t.test('slots: filters, groups, then select, then order, whatever the parameter 
     t.notOk(seen.has(s), `${qs} has its own shape` + (seen.has(s) ? ` (same as ${seen.get(s)})` : ''));
     seen.set(s, qs);
   }
+});
+
+t.test('embedded parameters (SUPABASE_COMPAT=true)', async (t) => {
+  const qs = 'title=eq.a&books.title=eq.b&books.order=id.desc&books.limit=2&books.chapters.position=gt.1&books.not.or=(pages.lt.1)&select=*,books(*,chapters(*)),n:books(count)';
+  const q = parseQuery(qs, false, true);
+  t.same(q.filters.map((f) => f.column), ['title'], 'the top level keeps its own filters');
+  t.same(
+    q.embedded?.map((e) => [e.path, e.filters.map((f) => f.column), e.logic.map((l) => l.negated), e.order.length, e.limit]),
+    [
+      [['books'], ['title'], [true], 1, 2],
+      [['books', 'chapters'], ['position'], [], 0, null],
+    ],
+  );
+  // Values after the top level's, in parameter order; limit as text.
+  t.same(q.values, ['a', 'b', '2', '1', '1']);
+  t.same(q.embedded?.[0].limit, 2, "limit's slot");
+  const counted = q.select.items[2];
+  t.match(counted, { kind: 'embed', relation: 'books', alias: 'n', select: { items: [{ kind: 'column', name: '*', aggregate: 'count' }] } }, 'rel(count) is count()');
+  // The default mode: a dotted key is a column, rel(count) refused.
+  t.same(parseQuery('books.title=eq.b').filters.map((f) => f.column), ['books.title']);
+  t.throws(() => parseQuery('select=books(count)'), new GrammarError(INVALID_EMBED));
+  t.throws(() => parseQuery('books.limit=1&books.limit=2', false, true), new GrammarError(INVALID_REQUEST), 'one limit per level');
+  // Two orders of the same parameters lay values out differently: their shapes differ.
+  const a = parseQuery('title=eq.a&books.title=eq.b', false, true);
+  const b = parseQuery('books.title=eq.b&title=eq.a', false, true);
+  t.same(a.values, b.values, 'top level first whatever the order');
+  t.not(shapeOf(parseQuery('books.title=eq.b&books.pages=eq.1', false, true)), shapeOf(parseQuery('books.pages=eq.1&books.title=eq.b', false, true)));
+  t.not(shapeOf(parseQuery('books.limit=1', false, true)), shapeOf(parseQuery('', false, true)));
 });

@@ -132,3 +132,46 @@ export const NOT_YET = new Map<string, string>([
     'a to-many spread answers (as PostgREST 13 does, docs/decisions/0120) where this test expects PostgREST 12 to refuse it',
   ],
 ]);
+
+/**
+ * With SUPABASE_COMPAT=true (docs/api/supabase.md, "postgrest-js's own suite"): every test
+ * that still fails, with its reason.
+ */
+export const COMPAT_FAILING = new Map<string, string>([
+  ['basic.test.ts › switch schema', PUBLIC_ONLY],
+  ['basic.test.ts › dynamic schema', PUBLIC_ONLY],
+  ['basic.test.ts › rpc with dynamic schema', PUBLIC_ONLY],
+  [
+    'basic.test.ts › basic insert, update, delete › insert quoted column',
+    "no database text in errors: PostgreSQL's message names the constraint and its details the row's key value; plinth's message and no details (docs/api/supabase.md)",
+  ],
+  [
+    'basic.test.ts › throwOnError throws errors instead of returning them',
+    'an unknown table is PGRST205 with plinth\'s message; the snapshot holds an older PostgREST\'s PostgreSQL text (`relation "public.missing_table" does not exist`)',
+  ],
+  [
+    "basic.test.ts › insert, update, delete with count: 'exact' › bulk insert with column defaults",
+    "the ids differ by sequence values: PostgREST's missing=default insert spends the default (nextval) also for a row that gives the column, as its ids show; plinth only for the rows that lack it",
+  ],
+  [
+    "basic.test.ts › insert, update, delete with count: 'exact' › bulk upsert with column defaults",
+    "the ids differ by sequence values: PostgREST's missing=default insert spends the default (nextval) also for a row that gives the column, as its ids show; plinth only for the rows that lack it",
+  ],
+  [
+    'relationships-error-handling.test.ts › join with same dest twice column hinting',
+    "plinth refuses two embeds of one output name before any SQL (PGRST100, give one an alias); PostgREST's error is PostgreSQL's about its own internal alias (42712)",
+  ],
+  [
+    'relationships-error-handling.test.ts › nested query with selective fields and inner join should error on non existing relation',
+    'embeds nest at most 3 levels (docs/api/rest.md, embedding): this select has 4 and is refused as an invalid embed before its relationships are looked for',
+  ],
+  [
+    'relationships-error-handling.test.ts › select with aggregate sum function without column should error',
+    "the message names the table (`column messages.sum does not exist`); PostgREST's names its internal alias (`messages_1`)",
+  ],
+  ['relationships-error-handling.test.ts › select spread on many relation', NOT_YET.get('relationships-error-handling.test.ts › select spread on many relation')!],
+  ['relationships-join-operations.test.ts › join select via view name relationship', FK_ONLY],
+  ['transforms.test.ts › geojson', MEDIA_TYPES],
+  ['transforms.test.ts › explain with options', NOT_YET.get('transforms.test.ts › explain with options')!],
+  ['transforms.test.ts › abort signal', NOT_YET.get('transforms.test.ts › abort signal')!],
+]);

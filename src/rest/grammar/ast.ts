@@ -191,6 +191,25 @@ export interface ParsedQuery {
    * with the same `shapeOf` have the same slot layout and the same `values.length`.
    */
   readonly values: Value[];
+  /**
+   * SUPABASE_COMPAT=true only: the filters, order and page of embedded levels
+   * (`books.title=eq.x`, `books.order=title.desc`, `books.limit=2`), in parameter order;
+   * their values (limit and offset included, as text) take the slots after all the others.
+   * Absent in the default mode, where a dotted key is a column's name.
+   */
+  readonly embedded?: readonly EmbeddedQuery[];
+}
+
+/** One embedded level's conditions, order and page (SUPABASE_COMPAT=true). */
+export interface EmbeddedQuery {
+  /** The embeds' output names (alias, or relation), from the top level down; never empty. */
+  readonly path: readonly string[];
+  readonly filters: FilterNode[];
+  readonly logic: LogicNode[];
+  readonly order: OrderTerm[];
+  /** Slots of limit and offset (their values bound as text); null: none. */
+  readonly limit: number | null;
+  readonly offset: number | null;
 }
 
 /** The select used when `select` is absent or blank. Shared and frozen: do not mutate. */

@@ -57,6 +57,8 @@ export function isLower(c: number): boolean {
 export interface Cursor {
   readonly s: string;
   i: number;
+  /** SUPABASE_COMPAT=true: `rel(count)` is the count of the related rows (PostgREST). */
+  readonly compat?: boolean;
 }
 
 export function skipWs(c: Cursor): void {

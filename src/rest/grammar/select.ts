@@ -7,9 +7,9 @@ import { C_LPAREN, C_RPAREN, C_STAR, C_COMMA, C_DOT, C_COLON, C_BANG, invalid, i
  * Embed errors (depth > 3, `rel(count)`, `rel()`, unbalanced parens) → `invalid embed in request`;
  * other syntax errors → `invalid request`.
  */
-export function parseSelect(select: string | undefined | null, values: Value[] = []): SelectNode {
+export function parseSelect(select: string | undefined | null, values: Value[] = [], compat = false): SelectNode {
   if (select == null) return STAR_SELECT;
-  const c: Cursor = { s: select, i: 0 };
+  const c: Cursor = compat ? { s: select, i: 0, compat } : { s: select, i: 0 };
   skipWs(c);
   if (c.i === select.length) return STAR_SELECT;
   const node = parseSelectList(c, 0, values);
@@ -147,14 +147,19 @@ export function parseSelectItem(c: Cursor, depth: number, values: Value[]): Sele
     }
     return item;
   }
+  let select = inner;
   if (inner.items.length === 1) {
     const only = inner.items[0];
-    if (only.kind === 'column' && only.name === 'count' && only.path === undefined) throw invalidEmbed(); // `rel(count)`
+    if (only.kind === 'column' && only.name === 'count' && only.path === undefined) {
+      // `rel(count)`: refused, or (SUPABASE_COMPAT=true, as PostgREST) `rel(count())`, the related rows' count.
+      if (c.compat !== true || only.aggregate !== undefined || only.cast !== undefined) throw invalidEmbed();
+      select = { items: [only.alias === undefined ? { kind: 'column', name: '*', aggregate: 'count' } : { kind: 'column', name: '*', aggregate: 'count', alias: only.alias }] };
+    }
   }
   const embed: { kind: 'embed'; relation: string; select: SelectNode; alias?: string; hint?: string; spread?: true; inner?: true } = {
     kind: 'embed',
     relation: name,
-    select: inner,
+    select,
   };
   if (alias !== undefined) embed.alias = alias;
   if (hint !== undefined) embed.hint = hint;

@@ -7,8 +7,8 @@
  */
 import { ERRORS } from '../../core/errors.ts';
 import type { Catalog, Column, Relation, Relationship } from '../catalog.ts';
-import { CASTS, type EmbedItem, type FilterNode, type JsonStep, type LogicNode, type ParsedQuery, type SelectItem, type SelectNode } from '../grammar.ts';
-import { REST_ERRORS } from '../errors.ts';
+import { CASTS, type EmbedItem, type EmbeddedQuery, type FilterNode, type JsonStep, type LogicNode, type ParsedQuery, type SelectItem, type SelectNode } from '../grammar.ts';
+import { REST_ERRORS, type Candidate } from '../errors.ts';
 import type { ColumnRef, Condition, EmbedPlan, Operand, OrderTerm, ReadNode, SelectPlan } from './tree.ts';
 
 export function column(rel: Relation, name: string): Column {
@@ -43,15 +43,15 @@ function logicCondition(rel: Relation, g: LogicNode): Condition {
   return { kind: 'logic', op: g.op, negated: g.negated, children };
 }
 
-/** The query's filters and groups on `rel`, all ANDed. */
-export function conditions(rel: Relation, q: ParsedQuery): Condition[] {
+/** The query's (or an embedded level's) filters and groups on `rel`, all ANDed. */
+export function conditions(rel: Relation, q: Pick<ParsedQuery, 'filters' | 'logic'>): Condition[] {
   const out: Condition[] = [];
   for (const f of q.filters) out.push(filterCondition(rel, f));
   for (const g of q.logic) out.push(logicCondition(rel, g));
   return out;
 }
 
-export function orderTerms(rel: Relation, q: ParsedQuery): OrderTerm[] {
+export function orderTerms(rel: Relation, q: Pick<ParsedQuery, 'order'>): OrderTerm[] {
   return q.order.map((o) => ({ on: operand(rel, o.column, o.path), direction: o.direction, nulls: o.nulls }));
 }
 
@@ -116,6 +116,19 @@ function byKeyName(cat: Catalog, rel: Relation, name: string): Relationship[] {
   return out;
 }
 
+const CARDINALITY = { m2o: 'many-to-one', o2m: 'one-to-many', m2m: 'many-to-many' } as const;
+
+/** A relationship as PostgREST's PGRST201 details describe it (the schema's names only, no data). */
+function candidate(rel: Relation, r: Relationship): Candidate {
+  const cols = (pairs: readonly (readonly [string, string])[], i: 0 | 1) => pairs.map((p) => p[i]).join(', ');
+  const cardinality = r.cardinality === 'o2m' && r.toOne ? 'one-to-one' : CARDINALITY[r.cardinality];
+  const relationship =
+    r.junction === undefined
+      ? `${r.constraint} using ${rel.name}(${cols(r.pairs, 0)}) and ${r.target.name}(${cols(r.pairs, 1)})`
+      : `${r.junction.rel.name} using ${r.constraint}(${cols(r.pairs, 1)}) and ${r.junction.constraint}(${cols(r.junction.pairs, 0)})`;
+  return { cardinality, embedding: `${rel.name} with ${r.target.name}`, relationship };
+}
+
 /** The hint that names a relationship in the ambiguity message: its key, or its junction. */
 function hintOf(r: Relationship): string {
   return r.junction === undefined ? r.constraint : r.junction.rel.name;
@@ -148,18 +161,47 @@ export function resolveEmbed(cat: Catalog, rel: Relation, item: EmbedItem): Rela
     found = found.filter((r) => r.cardinality === want);
   }
   if (found.length === 1) return found[0];
-  if (found.length === 0) throw REST_ERRORS.invalidEmbed();
+  if (found.length === 0) throw REST_ERRORS.invalidEmbed(rel.name, item.relation);
   let hints = [...new Set(found.map((r) => item.relation + '!' + hintOf(r)))];
   // Two ways through one junction (a self many-to-many): its keys tell them apart.
   if (hints.length < found.length) hints = [...new Set(found.map((r) => item.relation + '!' + r.constraint))];
   hints.sort();
-  throw REST_ERRORS.ambiguousEmbed(rel.name, item.relation, hints);
+  throw REST_ERRORS.ambiguousEmbed(rel.name, item.relation, hints, found.map((r) => candidate(rel, r)).sort((x, y) => (x.relationship < y.relationship ? -1 : 1)));
 }
 
-/** A level with nothing but its select list (an embed's, a write's answer). */
-export function readNode(cat: Catalog, rel: Relation, select: SelectNode): ReadNode {
-  const { items, names, grouped } = selectList(cat, rel, select);
-  return { qname: rel.qname, select: items, names, grouped, where: [], order: [], limit: null, offset: null };
+/**
+ * SUPABASE_COMPAT=true: the embedded levels' filters, order and paging of a query, matched to
+ * its embeds by path (each embed's alias, or relation name) while its select list is planned.
+ */
+export interface EmbedScope {
+  readonly queries: readonly EmbeddedQuery[];
+  readonly path: readonly string[];
+  readonly used: Set<EmbeddedQuery>;
+}
+
+/** The scope of a query's embedded levels; undefined when it has none. */
+export function embedScope(q: ParsedQuery): EmbedScope | undefined {
+  return q.embedded === undefined || q.embedded.length === 0 ? undefined : { queries: q.embedded, path: [], used: new Set() };
+}
+
+/** Every embedded level named must be one of the query's embeds (PostgREST: not an embedded resource in this request). */
+export function checkScope(scope: EmbedScope | undefined): void {
+  if (scope !== undefined && scope.used.size < scope.queries.length) throw REST_ERRORS.invalidEmbed();
+}
+
+/** The embedded level at `path` of the scope, its conditions, order and page; none: empty. */
+function levelOf(rel: Relation, scope: EmbedScope | undefined, path: readonly string[]): Pick<ReadNode, 'where' | 'order' | 'limit' | 'offset'> {
+  const eq = scope?.queries.find((e) => e.path.length === path.length && e.path.every((n, i) => n === path[i]));
+  if (eq === undefined) return { where: [], order: [], limit: null, offset: null };
+  scope!.used.add(eq);
+  return { where: conditions(rel, eq), order: orderTerms(rel, eq), limit: eq.limit === null ? null : eq.limit + 1, offset: eq.offset === null ? null : eq.offset + 1 };
+}
+
+/** A level with nothing but its select list (an embed's, a write's answer), and (compat) an embed's own conditions, order and page. */
+export function readNode(cat: Catalog, rel: Relation, select: SelectNode, scope?: EmbedScope): ReadNode {
+  const { items, names, grouped } = selectList(cat, rel, select, scope);
+  const level = scope === undefined || scope.path.length === 0 ? { where: [], order: [], limit: null, offset: null } : levelOf(rel, scope, scope.path);
+  return { qname: rel.qname, select: items, names, grouped, ...level };
 }
 
 /**
@@ -167,7 +209,7 @@ export function readNode(cat: Catalog, rel: Relation, select: SelectNode): ReadN
  * and embeds that add a key cannot be grouped and are refused there (a to-one spread's
  * columns are plain columns of the level: grouped by like them).
  */
-export function selectList(cat: Catalog, rel: Relation, node: SelectNode): { items: SelectPlan[]; names: string[]; grouped: boolean } {
+export function selectList(cat: Catalog, rel: Relation, node: SelectNode, scope?: EmbedScope): { items: SelectPlan[]; names: string[]; grouped: boolean } {
   const items = outputItems(node);
   const grouped = items.some((i) => i.kind === 'column' && i.aggregate !== undefined);
   if (grouped && !cat.features.aggregates) throw REST_ERRORS.aggregatesOff();
@@ -178,7 +220,7 @@ export function selectList(cat: Catalog, rel: Relation, node: SelectNode): { ite
     let embed: Relationship | null = null;
     const groupedSpread = grouped && item.kind === 'embed' && item.spread === true && (embed = resolveEmbed(cat, rel, item)).toOne;
     if (grouped && !groupedSpread && (item.kind === 'star' || (item.kind === 'embed' && item.select.items.length > 0))) throw ERRORS.invalidRequest();
-    const one = item.kind === 'embed' ? embedPlan(cat, item, embed ?? resolveEmbed(cat, rel, item)) : selectItem(rel, item);
+    const one = item.kind === 'embed' ? embedPlan(cat, item, embed ?? resolveEmbed(cat, rel, item), scope) : selectItem(rel, item);
     out.push(one);
     if (one.kind === 'star') names.push(...rel.columnList.map((c) => c.name));
     else if (one.kind !== 'embed') names.push(one.output);
@@ -219,11 +261,12 @@ function selectItem(rel: Relation, item: Exclude<SelectItem, EmbedItem>): Select
 }
 
 /** An embed: one relationship between the two relations (docs/api/rest.md), picked by the hint when there are several. */
-function embedPlan(cat: Catalog, item: EmbedItem, r: Relationship): EmbedPlan {
+function embedPlan(cat: Catalog, item: EmbedItem, r: Relationship, scope: EmbedScope | undefined): EmbedPlan {
   const empty = item.select.items.length === 0;
+  const inner = scope === undefined ? undefined : { ...scope, path: [...scope.path, item.alias ?? item.relation] };
   const node: ReadNode = empty
-    ? { qname: r.target.qname, select: [], names: [], grouped: false, where: [], order: [], limit: null, offset: null }
-    : readNode(cat, r.target, item.select);
+    ? { qname: r.target.qname, select: [], names: [], grouped: false, ...levelOf(r.target, inner, inner?.path ?? []) }
+    : readNode(cat, r.target, item.select, inner);
   const join = r.junction === undefined ? { pairs: r.pairs } : { pairs: r.pairs, junction: { qname: r.junction.rel.qname, pairs: r.junction.pairs } };
   return { kind: 'embed', output: item.alias ?? item.relation, toOne: r.toOne, spread: item.spread === true, inner: item.inner === true, empty, join, node };
 }

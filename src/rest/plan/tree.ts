@@ -7,9 +7,9 @@
  *
  * As PostgREST's `ReadPlan` tree: a level (`ReadNode`) holds its relation, its select list,
  * and its own conditions, order and page. Today only the top level has conditions, order
- * and a page; an embed's are empty (embedded filters, order and limits are planned into
- * them, and built from them, when they land). Likewise an insert's `onConflict` is the place
- * of upsert (on_conflict, `Prefer: resolution=…`), null until it lands.
+ * and a page; an embed's are empty but under SUPABASE_COMPAT=true, where embedded filters,
+ * order and paging are planned into them. Likewise an insert's `onConflict` is upsert's
+ * (on_conflict, `Prefer: resolution=…`), null but under that setting.
  */
 import type { Aggregate, FilterNode, JsonStep } from '../grammar.ts';
 import type { Prefer } from '../prefer.ts';
@@ -115,7 +115,7 @@ export interface ReadNode {
   readonly grouped: boolean;
   readonly where: readonly Condition[];
   readonly order: readonly OrderTerm[];
-  /** Parameter numbers ($n) of limit and offset; null: none. */
+  /** Parameter numbers ($n) of limit and offset (an embed's: text values of the query); null: none. */
   readonly limit: number | null;
   readonly offset: number | null;
 }
@@ -150,13 +150,15 @@ export interface ReadPlan {
   readonly node: ReadNode;
   readonly from: { readonly kind: 'relation' } | { readonly kind: 'call'; readonly call: CallPlan };
   readonly count: Prefer['count'];
+  /** SUPABASE_COMPAT=true: `count=estimated` is the greater of the exact and the planned count (PostgREST without db-max-rows). */
+  readonly estimateAtLeastExact?: boolean;
   /** The number of filter values ($1…$n): `count=planned` plans the filtered read with them. */
   readonly values: number;
   readonly singular: boolean;
   readonly csv: boolean;
 }
 
-/** Upsert's conflict target and action (not planned yet: the place it goes). */
+/** Upsert's conflict target and action (SUPABASE_COMPAT=true). */
 export interface OnConflict {
   readonly columns: readonly string[];
   readonly action: 'merge' | 'ignore';
@@ -178,6 +180,8 @@ export interface MutatePlan {
   readonly returning: ReadNode | null;
   /** Minimal, but the row count is wanted (`max-affected`). */
   readonly counted: boolean;
+  /** Minimal, with query values only the answer would have used (select's JSON keys, embedded filters): $1…$n, typed without being read. */
+  readonly unread?: number;
   readonly count: Prefer['count'];
   readonly singular: boolean;
 }

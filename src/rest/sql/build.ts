@@ -138,8 +138,10 @@ function embedSql(st: State, item: Extract<SelectPlan, { kind: 'embed' }>, alias
     }
   }
   for (const c of innerFrame.conds) cond += ' and ' + c;
-  // An embed's own conditions, order and page (item.node.where/order/limit/offset) go here when they are planned.
-  const sub = `select ${inner} from ${from}${innerFrame.joins} where ${cond}${groupSql(innerFrame)}`;
+  // An embed's own conditions, order and page (SUPABASE_COMPAT=true): its values are text parameters.
+  const own = whereSql(item.node.where, a);
+  if (own !== '') cond += ' and ' + own;
+  const sub = `select ${inner} from ${from}${innerFrame.joins} where ${cond}${groupSql(innerFrame)}${orderSql(item.node.order, a)}${pagingSql(item.node)}`;
   // `!inner`: this level keeps only rows with a related row (the same subquery, as EXISTS).
   if (item.inner) frame.conds.push(`exists (${sub})`);
   // An empty embed (`books!inner()`) adds nothing to the row: it only narrows with !inner.
@@ -162,6 +164,14 @@ function embedSql(st: State, item: Extract<SelectPlan, { kind: 'embed' }>, alias
   return item.toOne
     ? `(select to_json(${e}) from (${sub}) ${e}) as ${ident(item.output)}`
     : `(select coalesce(json_agg(${e}), '[]') from (${sub}) ${e}) as ${ident(item.output)}`;
+}
+
+/** ` limit $n offset $m` of a level ('' when neither). */
+function pagingSql(node: ReadNode): string {
+  let paging = '';
+  if (node.limit !== null) paging += ` limit $${node.limit}::text::int8`;
+  if (node.offset !== null) paging += ` offset $${node.offset}::text::int8`;
+  return paging;
 }
 
 // ---------------------------------------------------------------------------
@@ -224,7 +234,7 @@ function orderSql(terms: readonly OrderTerm[], alias: string): string {
 }
 
 /** `total` column for Prefer: count=…, over the same relation and filters, without paging. */
-function countSql(qname: string, values: number, where: string, count: NonNullable<Prefer['count']>, source: string): string {
+function countSql(qname: string, values: number, where: string, count: NonNullable<Prefer['count']>, source: string, atLeastExact = false): string {
   const exact = `(select count(*) from ${source}${where === '' ? '' : ' where ' + where})`;
   if (count === 'exact') return exact;
   const text = `select 1 from ${qname} _t0${where === '' ? '' : ' where ' + where}`;
@@ -232,6 +242,7 @@ function countSql(qname: string, values: number, where: string, count: NonNullab
   for (let i = 1; i <= values; i++) args.push(`$${i}::text`);
   const planned = `rest.planned_rows(${literal(text)}, array[${args.join(', ')}]::text[])`;
   if (count === 'planned') return planned;
+  if (atLeastExact) return `greatest(${exact}, ${planned})`;
   return `(select case when _p.n <= ${ESTIMATED_EXACT_LIMIT} then ${exact} else _p.n end from (select ${planned} as n) _p)`;
 }
 
@@ -247,16 +258,14 @@ function buildRead(plan: ReadPlan): Statement {
   const list = selectList(st, node, '_t0', frame);
   // `!inner` embeds narrow the rows, and so the count.
   const all = frame.conds.length === 0 ? where : [...(where === '' ? [] : [where]), ...frame.conds].join(' and ');
-  let paging = '';
-  if (node.limit !== null) paging += ` limit $${node.limit}::text::int8`;
-  if (node.offset !== null) paging += ` offset $${node.offset}::text::int8`;
+  const paging = pagingSql(node);
   let text = plan.csv ? `select ${CSV_BODY} as body, count(*)::int4 as n` : `${outer(plan.singular)}`;
   let source = node.qname + ' _t0';
   if (plan.from.kind === 'call') {
     const c = callSql(plan.from.call);
     source = (c.from === '' ? '' : c.from + ', ') + c.call + ' _t0';
   }
-  if (plan.count !== null) text += `, ${countSql(node.qname, plan.values, all, plan.count, source)}::int8 as total`;
+  if (plan.count !== null) text += `, ${countSql(node.qname, plan.values, all, plan.count, source, plan.estimateAtLeastExact === true)}::int8 as total`;
   text += ` from (select ${list} from ${source}${frame.joins}${all === '' ? '' : ' where ' + all}${groupSql(frame)}${orderSql(node.order, '_t0')}${paging}) _r`;
   const maxAge = plan.from.kind === 'call' ? plan.from.call.maxAge : null;
   const statement: Statement = { text, status: 200, returnsBody: true, contentRange: true, count: plan.count, singular: plan.singular, write: false, maxAge };
@@ -269,39 +278,60 @@ function withDefault(c: { readonly name: string; readonly default: string | null
   return c.default === null ? value : `case when _e.j ? ${literal(c.name)} then ${value} else ${c.default} end`;
 }
 
-function buildMutate(plan: MutatePlan): Statement {
+/** `on conflict (…) do update set c = excluded.c, …` (merge) or `do nothing`; '' for a plain insert. */
+function conflictSql(plan: MutatePlan): string {
+  const oc = plan.onConflict;
+  if (oc === null) return '';
+  const target = ` on conflict (${oc.columns.map(ident).join(', ')})`;
+  if (oc.action === 'ignore' || plan.columns.length === 0) return target + ' do nothing';
+  return target + ' do update set ' + plan.columns.map((c) => `${ident(c.name)} = excluded.${ident(c.name)}`).join(', ');
+}
+
+function writeSql(plan: MutatePlan, merge: boolean): string {
   const where = whereSql(plan.where, '_t0');
   const whereClause = where === '' ? '' : ' where ' + where;
-  const base = { count: plan.count, singular: plan.singular, maxAge: null };
   const qname = plan.qname;
   const cols = plan.columns.map((c) => ident(c.name)).join(', ');
   const b = plan.body;
-  let write: string;
   if (plan.kind === 'insert') {
     // `{}` inserts a row of defaults: no column list at all (an empty one is a syntax error).
-    // (Upsert's ON CONFLICT, from plan.onConflict, goes after the insert when it is planned.)
-    const target = cols === '' ? qname : `${qname} (${cols})`;
-    write = plan.missingDefault
-      ? `insert into ${target} select ${plan.columns.map(withDefault).join(', ')} from (select _e::jsonb as j, json_populate_record(null::${qname}, _e) as r from json_array_elements($${b}::text::json) _e) _e`
-      : `insert into ${target} select ${cols} from json_populate_recordset(null::${qname}, $${b}::text::json)`;
-  } else if (plan.kind === 'update') {
-    write = `update ${qname} _t0 set (${cols}) = (select ${cols} from json_populate_record(null::${qname}, $${b}::text::json))${whereClause}`;
-  } else {
-    write = `delete from ${qname} _t0${whereClause}`;
+    // A merging upsert names the table `_i`, to tell inserted rows (xmax 0) from updated ones.
+    const target = (merge ? `${qname} as _i` : qname) + (cols === '' ? '' : ` (${cols})`);
+    const rows = plan.missingDefault
+      ? `select ${plan.columns.map(withDefault).join(', ')} from (select _e::jsonb as j, json_populate_record(null::${qname}, _e) as r from json_array_elements($${b}::text::json) _e) _e`
+      : `select ${cols} from json_populate_recordset(null::${qname}, $${b}::text::json)`;
+    return `insert into ${target} ${rows}${conflictSql(plan)}`;
   }
+  if (plan.kind === 'update') {
+    return `update ${qname} _t0 set (${cols}) = (select ${cols} from json_populate_record(null::${qname}, $${b}::text::json))${whereClause}`;
+  }
+  return `delete from ${qname} _t0${whereClause}`;
+}
+
+function buildMutate(plan: MutatePlan): Statement {
+  const base = { count: plan.count, singular: plan.singular, maxAge: null };
+  // A merging upsert that inserted no row answers 200 (PostgREST): `inserted` counts the new ones.
+  const merge = plan.onConflict !== null && plan.onConflict.action === 'merge';
+  const write = writeSql(plan, merge);
+  const mergeStatus = merge ? { mergeStatus: true } : {};
   if (plan.returning === null) {
     // No RETURNING: a write the caller may not read back is still allowed (RLS SELECT policies
     // apply to RETURNING), as in PostgREST. PATCH and DELETE answer 204, POST 201. Counted: the
     // rows are counted, none is read (`returning 1` names no column).
-    const text = plan.counted ? `with _w as (${write} returning 1) select null::text as body, count(*)::int4 as n from _w` : write;
-    return { ...base, text, status: plan.kind === 'insert' ? 201 : 204, returnsBody: false, contentRange: false, write: true, counted: plan.counted };
+    // Values only the answer would have read are still typed (a prepared statement must type every parameter).
+    const v = plan.unread === undefined ? '' : `_v as (select ${Array.from({ length: plan.unread }, (_, i) => `$${i + 1}::text`).join(', ')}), `;
+    let text = plan.counted ? `with ${v}_w as (${write} returning 1) select null::text as body, count(*)::int4 as n from _w` : v === '' ? write : `with ${v.slice(0, -2)} ${write}`;
+    if (merge) text = `with ${v}_w as (${write} returning _i.xmax = 0 as i) select null::text as body, count(*)::int4 as n, count(*) filter (where _w.i)::int4 as inserted from _w`;
+    return { ...base, ...mergeStatus, text, status: plan.kind === 'insert' ? 201 : 204, returnsBody: false, contentRange: false, write: true, counted: plan.counted || merge };
   }
   const frame = newFrame();
   const list = selectList({ n: 0 }, plan.returning, '_t0', frame);
-  let text = `with _w as (${write} returning ${plan.kind === 'insert' ? '*' : '_t0.*'}) ${outer(plan.singular)}`;
+  let text = merge
+    ? `with _m as (${write} returning _i as r, _i.xmax = 0 as i), _w as (select (_m.r).* from _m) ${outer(plan.singular)}, (select count(*) filter (where _m.i) from _m)::int4 as inserted`
+    : `with _w as (${write} returning ${plan.kind === 'insert' ? '*' : '_t0.*'}) ${outer(plan.singular)}`;
   if (plan.count !== null) text += `, count(*)::int8 as total`;
   text += ` from (select ${list} from _w _t0${frame.joins}${frame.conds.length === 0 ? '' : ' where ' + frame.conds.join(' and ')}) _r`;
-  return { ...base, text, status: plan.kind === 'insert' ? 201 : 200, returnsBody: true, contentRange: plan.count !== null, write: true };
+  return { ...base, ...mergeStatus, text, status: plan.kind === 'insert' ? 201 : 200, returnsBody: true, contentRange: plan.count !== null, write: true };
 }
 
 /** A call, and the FROM item its arguments are read from ('' when none). */
@@ -335,5 +365,6 @@ function buildCall(plan: CallAnswerPlan): Statement {
     const value = fn.returnKind === 'void' ? `concat('null', ${call}::text)` : `coalesce(to_json(${call})::text, 'null')`;
     text = `select ${value} as body, 1 as n${from === '' ? '' : ' from ' + from}`;
   }
-  return { text, status: 200, returnsBody: true, contentRange: plan.counted, count: plan.counted ? 'exact' : null, singular: false, write: false, maxAge: fn.maxAge };
+  const statement: Statement = { text, status: 200, returnsBody: true, contentRange: plan.counted, count: plan.counted ? 'exact' : null, singular: false, write: false, maxAge: fn.maxAge };
+  return fn.returnKind === 'void' && !fn.returnsSet ? { ...statement, voidCall: true } : statement;
 }
