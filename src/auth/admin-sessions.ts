@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../core/area.ts';
 import { AppError } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
-import { AUTH_ERRORS } from './routes.ts';
+import { AUTH_ERRORS } from './errors.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -13,7 +13,7 @@ import { AppError, ERRORS } from '../core/errors.ts';
 import { adminGenerateLink, adminGetUser, adminInviteUser, adminUpdateUser, parseBanDuration, type LinkType } from './admin-db.ts';
 import { composeEmail } from './mail.ts';
 import { hashPassword } from './passwords.ts';
-import { AUTH_ERRORS } from './routes.ts';
+import { AUTH_ERRORS } from './errors.ts';
 import { auditContext } from './sessions.ts';
 import { newOpaqueToken, seal } from './tokens.ts';
 import { checkEmail, checkPassword } from './validate.ts';

@@ -11,7 +11,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../core/area.ts';
 import type { Credential } from '../core/credentials.ts';
-import { AppError, ERRORS } from '../core/errors.ts';
+import { ERRORS } from '../core/errors.ts';
 import { clientIp } from '../core/http.ts';
 import * as q from './db.ts';
 import { hashPassword, needsRehash, verifyPassword } from './passwords.ts';
@@ -29,28 +29,7 @@ import {
 } from './sessions.ts';
 import { hashToken, newOpaqueToken, seal } from './tokens.ts';
 import { checkEmail, checkPassword, passwordProblem } from './validate.ts';
-
-export const AUTH_ERRORS = {
-  invalidOneTimeToken: () => new AppError(400, 'invalid or expired token'),
-  invalidUserId: () => new AppError(400, 'invalid user id'),
-  invalidCredentials: () => new AppError(401, 'invalid email or password'),
-  invalidRefreshToken: () => new AppError(401, 'invalid refresh token'),
-  refreshTokenExpired: () => new AppError(401, 'refresh token expired'),
-  refreshTokenReuse: () => new AppError(401, 'refresh token reuse detected — please log in again'),
-  emailNotVerified: () => new AppError(403, 'email not verified'),
-  userNotFound: () => new AppError(404, 'user not found'),
-  emailTaken: () => new AppError(409, 'email already registered'),
-  tooManyRequests: () => new AppError(429, 'too many requests, try again later'),
-  anonymousDisabled: () => new AppError(503, 'anonymous sign-ins are disabled'),
-} as const;
-
-export const MESSAGES = {
-  confirmationSent: 'check your email to confirm your address',
-  recoverySent: 'if the address is registered, a password recovery email has been sent',
-  passwordUpdated: 'password updated',
-  magicLinkSent: 'if the address is registered, a sign-in link has been sent',
-  emailVerified: 'email verified',
-} as const;
+import { AUTH_ERRORS, MESSAGES } from './errors.ts';
 
 /** Windows of docs/api/overview.md: the auth bucket counts per minute, guests per hour. */
 const AUTH_WINDOW_SECONDS = 60;

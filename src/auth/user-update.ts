@@ -11,7 +11,7 @@ import type { Credential } from '../core/credentials.ts';
 import { ERRORS } from '../core/errors.ts';
 import * as q from './db.ts';
 import { hashPassword } from './passwords.ts';
-import { AUTH_ERRORS } from './routes.ts';
+import { AUTH_ERRORS } from './errors.ts';
 import { newOpaqueToken, seal } from './tokens.ts';
 import { checkEmail, checkPassword } from './validate.ts';
 

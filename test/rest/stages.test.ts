@@ -41,6 +41,7 @@ t.test('other areas use REST through prepare.ts and execute.ts only', async (t) 
   const src = join(ROOT, 'src');
   const files = (readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts') && !f.startsWith('rest/'));
   const used = new Set<string>();
-  for (const f of files) for (const i of importsOf(f)) if (i.startsWith('rest/') && !f.startsWith('service.ts')) used.add(i);
+  // `plinth gen types` (src/cli/gen-types.ts) reads the catalog itself: it describes what REST exposes.
+  for (const f of files) for (const i of importsOf(f)) if (i.startsWith('rest/') && !f.startsWith('service.ts') && f !== 'cli/gen-types.ts') used.add(i);
   t.same([...used].sort(), ['rest/execute.ts', 'rest/prepare.ts']);
 });

@@ -6,7 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ERRORS } from '../../core/errors.ts';
 import { clientIp } from '../../core/http.ts';
 import * as q from '../db.ts';
-import { AUTH_ERRORS } from '../routes.ts';
+import { AUTH_ERRORS } from '../errors.ts';
 import { isOkGrant, sessionFromGrant, type Session } from '../sessions.ts';
 import { hashToken, newOpaqueToken } from '../tokens.ts';
 import { checkEmail } from '../validate.ts';

@@ -17,7 +17,7 @@ import type { Deps } from '../../core/area.ts';
 import { ERRORS } from '../../core/errors.ts';
 import { clientIp } from '../../core/http.ts';
 import * as q from '../db.ts';
-import { AUTH_ERRORS } from '../routes.ts';
+import { AUTH_ERRORS } from '../errors.ts';
 import { hashToken } from '../tokens.ts';
 import { checkEmail } from '../validate.ts';
 import { codeHash, compatContext, isPlainObject, queryOf, sendSession } from './context.ts';
