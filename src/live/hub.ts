@@ -172,19 +172,27 @@ export class Hub {
     return out;
   }
 
-  /** One ping round: a client that did not answer the previous ping is terminated. */
+  /** One ping round of the `/ws` clients (pingRound). */
   ping(): void {
-    for (const c of this.all()) {
-      if (!c.alive) {
-        c.ws.terminate();
-        continue;
-      }
-      c.alive = false;
-      try {
-        c.ws.ping();
-      } catch {
-        c.ws.terminate();
-      }
+    pingRound(this.all());
+  }
+}
+
+/**
+ * One ping round over sockets, `/ws` and `/realtime/v1` alike: a socket that did not answer
+ * the previous ping (its pong sets `alive`) is terminated; the others are pinged.
+ */
+export function pingRound(conns: Iterable<{ alive: boolean; ws: Pick<WebSocket, 'ping' | 'terminate'> }>): void {
+  for (const c of conns) {
+    if (!c.alive) {
+      c.ws.terminate();
+      continue;
+    }
+    c.alive = false;
+    try {
+      c.ws.ping();
+    } catch {
+      c.ws.terminate();
     }
   }
 }

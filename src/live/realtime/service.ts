@@ -16,6 +16,7 @@ import type { Credential } from '../../core/credentials.ts';
 import { AppError } from '../../core/errors.ts';
 import { clientIp } from '../../core/http.ts';
 import * as q from '../db.ts';
+import { pingRound } from '../hub.ts';
 import type { LiveEngine, LiveTap } from '../tap.ts';
 import { broadcastParts, keyOf, presenceDiff, type JoinedChannel, type TableSub } from './channel.ts';
 import { Connection, type Host } from './connection.ts';
@@ -196,18 +197,7 @@ export class Realtime implements LiveTap, Host {
   }
 
   private ping(): void {
-    for (const c of this.conns) {
-      if (!c.alive) {
-        c.ws.terminate();
-        continue;
-      }
-      c.alive = false;
-      try {
-        c.ws.ping();
-      } catch {
-        c.ws.terminate();
-      }
-    }
+    pingRound(this.conns);
   }
 
   /** `POST /realtime/v1/api/broadcast` and `…/{channel}/events/{event}`: broadcasts from HTTP, answered 202. */
