@@ -14,9 +14,9 @@ import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
 import { registerSupabaseCompat } from './compat/routes.ts';
-import { registerAdminSessionRoutes } from './admin-sessions.ts';
-import { registerAdminUserRoutes } from './admin-users.ts';
-import { registerOAuthRoutes } from './oauth/index.ts';
+import { registerAdminSessionRoutes } from './flows/admin-sessions.ts';
+import { registerAdminUserRoutes } from './flows/admin-users.ts';
+import { registerOAuthRoutes } from './flows/oauth.ts';
 
 const purge = periodic({
   name: 'auth__purge',

@@ -15,8 +15,8 @@ import { ERRORS } from '../core/errors.ts';
 import { clientIp } from '../core/http.ts';
 import * as q from './db.ts';
 import { hashPassword, needsRehash, verifyPassword } from './passwords.ts';
-import { registerMfaRoutes } from './mfa.ts';
-import { registerUserUpdateRoutes } from './user-update.ts';
+import { registerMfaRoutes } from './flows/mfa.ts';
+import { registerUserUpdateRoutes } from './flows/user.ts';
 import {
   auditContext,
   completePresignedSession,

@@ -8,15 +8,15 @@
  * The rules (merging, bans, who an invite is for) are SQL's (admin_users.sql).
  */
 import type { FastifyInstance } from 'fastify';
-import type { Deps } from '../core/area.ts';
-import { AppError, ERRORS } from '../core/errors.ts';
-import { adminGenerateLink, adminGetUser, adminInviteUser, adminUpdateUser, parseBanDuration, type LinkType } from './admin-db.ts';
-import { composeEmail } from './mail.ts';
-import { hashPassword } from './passwords.ts';
-import { AUTH_ERRORS } from './errors.ts';
-import { auditContext } from './sessions.ts';
-import { newOpaqueToken, seal } from './tokens.ts';
-import { checkEmail, checkPassword } from './validate.ts';
+import type { Deps } from '../../core/area.ts';
+import { AppError, ERRORS } from '../../core/errors.ts';
+import { adminGenerateLink, adminGetUser, adminInviteUser, adminUpdateUser, parseBanDuration, type LinkType } from '../admin-db.ts';
+import { composeEmail } from '../mail.ts';
+import { hashPassword } from '../passwords.ts';
+import { AUTH_ERRORS } from '../errors.ts';
+import { auditContext } from '../sessions.ts';
+import { newOpaqueToken, seal } from '../tokens.ts';
+import { checkEmail, checkPassword } from '../validate.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

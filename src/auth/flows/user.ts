@@ -6,14 +6,14 @@
  * the token made here; without it the address counts as confirmed at once.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Deps } from '../core/area.ts';
-import type { Credential } from '../core/credentials.ts';
-import { ERRORS } from '../core/errors.ts';
-import * as q from './db.ts';
-import { hashPassword } from './passwords.ts';
-import { AUTH_ERRORS } from './errors.ts';
-import { newOpaqueToken, seal } from './tokens.ts';
-import { checkEmail, checkPassword } from './validate.ts';
+import type { Deps } from '../../core/area.ts';
+import type { Credential } from '../../core/credentials.ts';
+import { ERRORS } from '../../core/errors.ts';
+import * as q from '../db.ts';
+import { hashPassword } from '../passwords.ts';
+import { AUTH_ERRORS } from '../errors.ts';
+import { newOpaqueToken, seal } from '../tokens.ts';
+import { checkEmail, checkPassword } from '../validate.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const str = { type: 'string' } as const;

@@ -50,8 +50,8 @@ import { AppError } from '../../core/errors.ts';
 import type { GrantRow } from '../db.ts';
 import { auditContext, isOkGrant, sessionFromGrant, sessionFragmentUrl } from '../sessions.ts';
 import { hashToken, newOpaqueToken } from '../tokens.ts';
-import * as q from './db.ts';
-import { createProviders, type Identity, type Provider } from './providers.ts';
+import * as q from '../oauth/db.ts';
+import { createProviders, type Identity, type Provider } from '../oauth/providers.ts';
 
 export const OAUTH_ERRORS = {
   unsupportedProvider: () => new AppError(400, 'unsupported provider'),

@@ -4,10 +4,10 @@
  * functions (sql/fixtures/auth/admin_sessions.sql) own the rows.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Deps } from '../core/area.ts';
-import { AppError } from '../core/errors.ts';
-import { sendJsonText } from '../core/http.ts';
-import { AUTH_ERRORS } from './errors.ts';
+import type { Deps } from '../../core/area.ts';
+import { AppError } from '../../core/errors.ts';
+import { sendJsonText } from '../../core/http.ts';
+import { AUTH_ERRORS } from '../errors.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -8,12 +8,12 @@
  * the encryption key, and builds the otpauth URI and its QR code.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Deps } from '../core/area.ts';
-import type { Credential } from '../core/credentials.ts';
-import { AppError, ERRORS } from '../core/errors.ts';
-import * as q from './db.ts';
-import { isOkGrant, sessionFromGrant, type Session } from './sessions.ts';
-import { mfaKey, newOpaqueToken } from './tokens.ts';
+import type { Deps } from '../../core/area.ts';
+import type { Credential } from '../../core/credentials.ts';
+import { AppError, ERRORS } from '../../core/errors.ts';
+import * as q from '../db.ts';
+import { isOkGrant, sessionFromGrant, type Session } from '../sessions.ts';
+import { mfaKey, newOpaqueToken } from '../tokens.ts';
 
 export const MFA_ERRORS = {
   invalidFactorType: () => new AppError(400, 'factor_type must be totp'),
