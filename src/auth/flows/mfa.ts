@@ -10,10 +10,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../core/area.ts';
 import type { Credential } from '../../core/credentials.ts';
-import { AppError, ERRORS } from '../../core/errors.ts';
+import { AppError, ERRORS, unreachable } from '../../core/errors.ts';
 import * as q from '../db.ts';
 import { isOkGrant, sessionFromGrant, type Session } from '../sessions.ts';
 import { mfaKey, newOpaqueToken } from '../tokens.ts';
+import { authRoom, str, UUID, type AuthRoom } from './room.ts';
 
 export const MFA_ERRORS = {
   invalidFactorType: () => new AppError(400, 'factor_type must be totp'),
@@ -32,16 +33,7 @@ const CHALLENGE_TTL_SECONDS = 300;
 /** Wrong codes a factor may see in the window before every attempt is refused. */
 const VERIFY_MAX_FAILURES = 5;
 const VERIFY_WINDOW_SECONDS = 300;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-export interface Gates {
-  userGate: (req: FastifyRequest) => Promise<void>;
-  userOf: (req: FastifyRequest) => Credential & { userId: string };
-  serviceRoleGate: (req: FastifyRequest) => Promise<void>;
-  audit: (req: FastifyRequest) => q.AuditContext;
-}
-
-const str = { type: 'string' } as const;
 const enrollSchema = {
   type: 'object',
   required: ['factor_type'],
@@ -65,10 +57,6 @@ interface AuditQuerystring {
   until?: string;
   page?: string;
   per_page?: string;
-}
-
-function unreachable(status: never): never {
-  throw new Error(`unexpected status ${String(status)}`);
 }
 
 function aalOf(cred: Credential): string | null {
@@ -97,169 +85,185 @@ export function otpauthUri(issuer: string, account: string, secret: string): str
   return `otpauth://totp/${label}?${p.toString()}`;
 }
 
-export function registerMfaRoutes(app: FastifyInstance, deps: Deps, gates: Gates): void {
-  const { config, db } = deps;
-  const sql = db.sql;
-  const key = mfaKey(config.mfaEncryptionKey ?? config.secret);
-  const defaultIssuer = new URL(config.siteUrl).hostname;
-  const { userGate, userOf, serviceRoleGate, audit } = gates;
+/** The auth room plus the factors' encryption key and the issuer an authenticator app shows. */
+interface MfaRoom extends AuthRoom {
+  key: ReturnType<typeof mfaKey>;
+  defaultIssuer: string;
+}
 
-  app.post<{ Body: EnrollBody }>('/auth/v1/factors', { schema: { body: enrollSchema }, onRequest: userGate }, async (req, reply) => {
-    const cred = userOf(req);
-    const b = req.body;
-    if (b.factor_type !== 'totp') throw MFA_ERRORS.invalidFactorType();
-    const r = await q.mfaEnroll(sql, cred.userId, b.friendly_name ?? null, key, aalOf(cred), audit(req));
-    switch (r.status) {
-      case 'ok': {
-        const uri = otpauthUri(b.issuer ?? defaultIssuer, r.user_email!, r.secret!);
-        // Loaded at the first enrolment, not at start.
-        const { default: QRCode } = await import('qrcode');
-        const svg = await QRCode.toString(uri, { type: 'svg', margin: 2 });
-        return reply
-          .code(200)
-          .header('cache-control', 'no-store')
-          .send({
-            id: r.factor_id,
-            type: 'totp',
-            friendly_name: b.friendly_name ?? null,
-            totp: { qr_code: `data:image/svg+xml;utf-8,${encodeURIComponent(svg)}`, secret: r.secret, uri },
-          });
-      }
-      case 'user_not_found':
-        throw new AppError(404, 'user not found');
-      case 'aal2_required':
-        throw MFA_ERRORS.aal2Required();
-      case 'name_taken':
-        throw MFA_ERRORS.factorNameTaken();
-      case 'too_many_factors':
-        throw MFA_ERRORS.tooManyFactors();
-      default:
-        return unreachable(r.status);
+type FactorParams = { Params: { id: string } };
+
+async function enroll(room: MfaRoom, req: FastifyRequest<{ Body: EnrollBody }>, reply: FastifyReply): Promise<FastifyReply> {
+  const { sql, key, defaultIssuer, userOf, audit } = room;
+  const cred = userOf(req);
+  const b = req.body;
+  if (b.factor_type !== 'totp') throw MFA_ERRORS.invalidFactorType();
+  const r = await q.mfaEnroll(sql, cred.userId, b.friendly_name ?? null, key, aalOf(cred), audit(req));
+  switch (r.status) {
+    case 'ok': {
+      const uri = otpauthUri(b.issuer ?? defaultIssuer, r.user_email!, r.secret!);
+      // Loaded at the first enrolment, not at start.
+      const { default: QRCode } = await import('qrcode');
+      const svg = await QRCode.toString(uri, { type: 'svg', margin: 2 });
+      return reply
+        .code(200)
+        .header('cache-control', 'no-store')
+        .send({
+          id: r.factor_id,
+          type: 'totp',
+          friendly_name: b.friendly_name ?? null,
+          totp: { qr_code: `data:image/svg+xml;utf-8,${encodeURIComponent(svg)}`, secret: r.secret, uri },
+        });
     }
-  });
+    case 'user_not_found':
+      throw new AppError(404, 'user not found');
+    case 'aal2_required':
+      throw MFA_ERRORS.aal2Required();
+    case 'name_taken':
+      throw MFA_ERRORS.factorNameTaken();
+    case 'too_many_factors':
+      throw MFA_ERRORS.tooManyFactors();
+    default:
+      return unreachable(r.status);
+  }
+}
 
-  app.post<{ Params: { id: string } }>('/auth/v1/factors/:id/challenge', { onRequest: userGate }, async (req, reply) => {
-    const cred = userOf(req);
-    if (!UUID.test(req.params.id)) throw MFA_ERRORS.factorNotFound();
-    const r = await q.mfaChallenge(sql, cred.userId, req.params.id, CHALLENGE_TTL_SECONDS);
-    switch (r.status) {
-      case 'ok':
-        return reply.code(200).send({ id: r.challenge_id, type: 'totp', expires_at: Math.floor(r.expires_at!.getTime() / 1000) });
-      case 'factor_not_found':
-        throw MFA_ERRORS.factorNotFound();
-      default:
-        return unreachable(r.status);
+async function challenge(room: MfaRoom, req: FastifyRequest<FactorParams>, reply: FastifyReply): Promise<FastifyReply> {
+  const cred = room.userOf(req);
+  if (!UUID.test(req.params.id)) throw MFA_ERRORS.factorNotFound();
+  const r = await q.mfaChallenge(room.sql, cred.userId, req.params.id, CHALLENGE_TTL_SECONDS);
+  switch (r.status) {
+    case 'ok':
+      return reply.code(200).send({ id: r.challenge_id, type: 'totp', expires_at: Math.floor(r.expires_at!.getTime() / 1000) });
+    case 'factor_not_found':
+      throw MFA_ERRORS.factorNotFound();
+    default:
+      return unreachable(r.status);
+  }
+}
+
+async function verify(room: MfaRoom, req: FastifyRequest<FactorParams & { Body: VerifyBody }>, reply: FastifyReply): Promise<FastifyReply> {
+  const { deps, config, sql, key, userOf, audit } = room;
+  const cred = userOf(req);
+  if (!UUID.test(req.params.id)) throw MFA_ERRORS.factorNotFound();
+  if (!UUID.test(req.body.challenge_id)) throw MFA_ERRORS.challengeNotFound();
+  const sessionId = cred.claimsObject.session_id;
+  if (typeof sessionId !== 'string' || !UUID.test(sessionId)) throw ERRORS.invalidToken();
+  const refresh = newOpaqueToken();
+  const r = await q.mfaVerify(sql, {
+    userId: cred.userId,
+    sessionId,
+    factorId: req.params.id,
+    challengeId: req.body.challenge_id,
+    code: req.body.code.trim(),
+    key,
+    refreshHash: refresh.hash,
+    ttlSeconds: config.refreshTokenTtl,
+    maxFailures: VERIFY_MAX_FAILURES,
+    windowSeconds: VERIFY_WINDOW_SECONDS,
+    context: audit(req),
+  });
+  switch (r.status) {
+    case 'ok': {
+      if (!isOkGrant(r)) throw new Error('mfa_verify: ok without a session');
+      const session: Session = await sessionFromGrant(deps, r, refresh.token, 'totp');
+      return reply.code(200).header('cache-control', 'no-store').send(session);
     }
-  });
+    case 'factor_not_found':
+      throw MFA_ERRORS.factorNotFound();
+    case 'limited':
+      throw new AppError(429, 'too many requests, try again later');
+    case 'challenge_not_found':
+      throw MFA_ERRORS.challengeNotFound();
+    case 'challenge_expired':
+      throw MFA_ERRORS.challengeExpired();
+    case 'session_not_found':
+      throw ERRORS.invalidToken();
+    case 'invalid_code':
+      throw MFA_ERRORS.invalidCode();
+    default:
+      return unreachable(r.status);
+  }
+}
 
-  app.post<{ Params: { id: string }; Body: VerifyBody }>(
-    '/auth/v1/factors/:id/verify',
-    { schema: { body: verifySchema }, onRequest: userGate },
-    async (req, reply: FastifyReply) => {
-      const cred = userOf(req);
-      if (!UUID.test(req.params.id)) throw MFA_ERRORS.factorNotFound();
-      if (!UUID.test(req.body.challenge_id)) throw MFA_ERRORS.challengeNotFound();
-      const sessionId = cred.claimsObject.session_id;
-      if (typeof sessionId !== 'string' || !UUID.test(sessionId)) throw ERRORS.invalidToken();
-      const refresh = newOpaqueToken();
-      const r = await q.mfaVerify(sql, {
-        userId: cred.userId,
-        sessionId,
-        factorId: req.params.id,
-        challengeId: req.body.challenge_id,
-        code: req.body.code.trim(),
-        key,
-        refreshHash: refresh.hash,
-        ttlSeconds: config.refreshTokenTtl,
-        maxFailures: VERIFY_MAX_FAILURES,
-        windowSeconds: VERIFY_WINDOW_SECONDS,
-        context: audit(req),
-      });
-      switch (r.status) {
-        case 'ok': {
-          if (!isOkGrant(r)) throw new Error('mfa_verify: ok without a session');
-          const session: Session = await sessionFromGrant(deps, r, refresh.token, 'totp');
-          return reply.code(200).header('cache-control', 'no-store').send(session);
-        }
-        case 'factor_not_found':
-          throw MFA_ERRORS.factorNotFound();
-        case 'limited':
-          throw new AppError(429, 'too many requests, try again later');
-        case 'challenge_not_found':
-          throw MFA_ERRORS.challengeNotFound();
-        case 'challenge_expired':
-          throw MFA_ERRORS.challengeExpired();
-        case 'session_not_found':
-          throw ERRORS.invalidToken();
-        case 'invalid_code':
-          throw MFA_ERRORS.invalidCode();
-        default:
-          return unreachable(r.status);
-      }
-    },
+async function unenroll(room: MfaRoom, req: FastifyRequest<FactorParams>, reply: FastifyReply): Promise<FastifyReply> {
+  const cred = room.userOf(req);
+  if (!UUID.test(req.params.id)) throw MFA_ERRORS.factorNotFound();
+  const status = await q.mfaUnenroll(room.sql, cred.userId, req.params.id, aalOf(cred), room.audit(req));
+  switch (status) {
+    case 'ok':
+      return reply.code(200).send({ id: req.params.id });
+    case 'not_found':
+      throw MFA_ERRORS.factorNotFound();
+    case 'aal2_required':
+      throw MFA_ERRORS.aal2Required();
+    default:
+      return unreachable(status);
+  }
+}
+
+// ── admin (service_role) ─────────────────────────────────────────────────────────────
+
+async function adminListFactors(room: AuthRoom, req: FastifyRequest<FactorParams>, reply: FastifyReply): Promise<FastifyReply> {
+  if (!UUID.test(req.params.id)) throw new AppError(400, 'invalid user id');
+  const r = await q.adminListFactors(room.sql, req.params.id);
+  switch (r.status) {
+    case 'ok':
+      return reply.code(200).send(r.factors);
+    case 'not_found':
+      throw new AppError(404, 'user not found');
+    default:
+      return unreachable(r.status);
+  }
+}
+
+type AdminFactorParams = { Params: { id: string; factorId: string } };
+
+async function adminDeleteFactor(room: AuthRoom, req: FastifyRequest<AdminFactorParams>, reply: FastifyReply): Promise<FastifyReply> {
+  if (!UUID.test(req.params.id)) throw new AppError(400, 'invalid user id');
+  if (!UUID.test(req.params.factorId)) throw MFA_ERRORS.factorNotFound();
+  const status = await q.adminDeleteFactor(room.sql, req.params.id, req.params.factorId, room.audit(req));
+  switch (status) {
+    case 'ok':
+      return reply.code(200).send({ id: req.params.factorId });
+    case 'not_found':
+      throw MFA_ERRORS.factorNotFound();
+    default:
+      return unreachable(status);
+  }
+}
+
+async function adminAudit(room: AuthRoom, req: FastifyRequest<{ Querystring: AuditQuerystring }>, reply: FastifyReply): Promise<FastifyReply> {
+  const p = req.query;
+  if (p.user_id !== undefined && !UUID.test(p.user_id)) throw MFA_ERRORS.invalidAuditQuery();
+  if (p.action !== undefined && !/^[a-z_]{1,64}$/.test(p.action)) throw MFA_ERRORS.invalidAuditQuery();
+  const entries = await q.listAuditLog(room.sql, {
+    userId: p.user_id ?? null,
+    action: p.action ?? null,
+    since: timestamp(p.since),
+    until: timestamp(p.until),
+    page: positiveInt(p.page, 1, 1_000_000),
+    perPage: positiveInt(p.per_page, 50, 1000),
+  });
+  return reply.code(200).type('application/json; charset=utf-8').send(entries);
+}
+
+export function registerMfaRoutes(app: FastifyInstance, deps: Deps): void {
+  const { config } = deps;
+  const base = authRoom(deps);
+  const room: MfaRoom = { ...base, key: mfaKey(config.mfaEncryptionKey ?? config.secret), defaultIssuer: new URL(config.siteUrl).hostname };
+  const { userGate, serviceRoleGate } = room;
+
+  app.post<{ Body: EnrollBody }>('/auth/v1/factors', { schema: { body: enrollSchema }, onRequest: userGate }, (req, reply) => enroll(room, req, reply));
+  app.post<FactorParams>('/auth/v1/factors/:id/challenge', { onRequest: userGate }, (req, reply) => challenge(room, req, reply));
+  app.post<FactorParams & { Body: VerifyBody }>('/auth/v1/factors/:id/verify', { schema: { body: verifySchema }, onRequest: userGate }, (req, reply) =>
+    verify(room, req, reply),
   );
+  app.delete<FactorParams>('/auth/v1/factors/:id', { onRequest: userGate }, (req, reply) => unenroll(room, req, reply));
 
-  app.delete<{ Params: { id: string } }>('/auth/v1/factors/:id', { onRequest: userGate }, async (req, reply) => {
-    const cred = userOf(req);
-    if (!UUID.test(req.params.id)) throw MFA_ERRORS.factorNotFound();
-    const status = await q.mfaUnenroll(sql, cred.userId, req.params.id, aalOf(cred), audit(req));
-    switch (status) {
-      case 'ok':
-        return reply.code(200).send({ id: req.params.id });
-      case 'not_found':
-        throw MFA_ERRORS.factorNotFound();
-      case 'aal2_required':
-        throw MFA_ERRORS.aal2Required();
-      default:
-        return unreachable(status);
-    }
-  });
-
-  // ── admin (service_role) ─────────────────────────────────────────────────────────────
-
-  app.get<{ Params: { id: string } }>('/auth/v1/admin/users/:id/factors', { onRequest: serviceRoleGate }, async (req, reply) => {
-    if (!UUID.test(req.params.id)) throw new AppError(400, 'invalid user id');
-    const r = await q.adminListFactors(sql, req.params.id);
-    switch (r.status) {
-      case 'ok':
-        return reply.code(200).send(r.factors);
-      case 'not_found':
-        throw new AppError(404, 'user not found');
-      default:
-        return unreachable(r.status);
-    }
-  });
-
-  app.delete<{ Params: { id: string; factorId: string } }>(
-    '/auth/v1/admin/users/:id/factors/:factorId',
-    { onRequest: serviceRoleGate },
-    async (req, reply) => {
-      if (!UUID.test(req.params.id)) throw new AppError(400, 'invalid user id');
-      if (!UUID.test(req.params.factorId)) throw MFA_ERRORS.factorNotFound();
-      const status = await q.adminDeleteFactor(sql, req.params.id, req.params.factorId, audit(req));
-      switch (status) {
-        case 'ok':
-          return reply.code(200).send({ id: req.params.factorId });
-        case 'not_found':
-          throw MFA_ERRORS.factorNotFound();
-        default:
-          return unreachable(status);
-      }
-    },
+  app.get<FactorParams>('/auth/v1/admin/users/:id/factors', { onRequest: serviceRoleGate }, (req, reply) => adminListFactors(room, req, reply));
+  app.delete<AdminFactorParams>('/auth/v1/admin/users/:id/factors/:factorId', { onRequest: serviceRoleGate }, (req, reply) =>
+    adminDeleteFactor(room, req, reply),
   );
-
-  app.get<{ Querystring: AuditQuerystring }>('/auth/v1/admin/audit', { onRequest: serviceRoleGate }, async (req, reply) => {
-    const p = req.query;
-    if (p.user_id !== undefined && !UUID.test(p.user_id)) throw MFA_ERRORS.invalidAuditQuery();
-    if (p.action !== undefined && !/^[a-z_]{1,64}$/.test(p.action)) throw MFA_ERRORS.invalidAuditQuery();
-    const entries = await q.listAuditLog(sql, {
-      userId: p.user_id ?? null,
-      action: p.action ?? null,
-      since: timestamp(p.since),
-      until: timestamp(p.until),
-      page: positiveInt(p.page, 1, 1_000_000),
-      perPage: positiveInt(p.per_page, 50, 1000),
-    });
-    return reply.code(200).type('application/json; charset=utf-8').send(entries);
-  });
+  app.get<{ Querystring: AuditQuerystring }>('/auth/v1/admin/audit', { onRequest: serviceRoleGate }, (req, reply) => adminAudit(room, req, reply));
 }

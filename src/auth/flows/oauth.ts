@@ -46,7 +46,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as client from 'openid-client';
 import type { Deps } from '../../core/area.ts';
-import { AppError } from '../../core/errors.ts';
+import { AppError, unreachable } from '../../core/errors.ts';
 import type { GrantRow } from '../db.ts';
 import { auditContext, isOkGrant, sessionFromGrant, sessionFragmentUrl } from '../sessions.ts';
 import { hashToken, newOpaqueToken } from '../tokens.ts';
@@ -90,10 +90,6 @@ export const STATE_COOKIE = 'plinth-oauth-state';
 export const STATE_TTL = 600;
 /** Apple's form post is small (code, state, user); anything larger is not a callback. */
 const FORM_BODY_LIMIT = 64 * 1024;
-
-function unreachable(status: never): never {
-  throw new Error(`unexpected status ${String(status)}`);
-}
 
 /** Only single string values: a repeated or structured parameter counts as absent. */
 function callbackParams(input: unknown): URLSearchParams {
@@ -149,156 +145,196 @@ async function signInOrLink(sql: Deps['db']['sql'], state: string, account: q.OA
   }
 }
 
+/** What the OAuth routes share: the configured providers and the callback's address. */
+interface OAuthRoom {
+  deps: Deps;
+  config: Deps['config'];
+  sql: Deps['db']['sql'];
+  log: Deps['log'];
+  providers: ReadonlyMap<string, Provider>;
+  redirectUri: string;
+  siteIsHttps: boolean;
+}
+
+function cookie(room: OAuthRoom, value: string, maxAge: number, formPost: boolean): string {
+  const sameSite = formPost ? 'SameSite=None; Secure' : `SameSite=Lax${room.siteIsHttps ? '; Secure' : ''}`;
+  return `${STATE_COOKIE}=${value}; Path=${CALLBACK_PATH}; Max-Age=${maxAge}; HttpOnly; ${sameSite}`;
+}
+
+/**
+ * Clear the cookie in both flavours: on an http SITE_URL the Lax one is not Secure, and
+ * only a Secure Set-Cookie may replace a Secure cookie (apple's).
+ */
+function clearCookies(room: OAuthRoom, reply: FastifyReply): FastifyReply {
+  return reply.header('set-cookie', [cookie(room, '', 0, false), cookie(room, '', 0, true)]);
+}
+
+function redirect(reply: FastifyReply, location: string): FastifyReply {
+  return reply.code(302).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').header('location', location).send();
+}
+
+function fail(room: OAuthRoom, reply: FastifyReply, error: OAuthErrorCode, description: string): FastifyReply {
+  const fragment = new URLSearchParams({ error, error_description: description });
+  return redirect(clearCookies(room, reply), `${room.config.siteUrl}#${fragment.toString()}`);
+}
+
+type AuthorizeRequest = FastifyRequest<{ Querystring: Record<string, unknown> }>;
+
+/** GET /auth/v1/authorize (302 to the provider), or for a guest linking an identity (`linkUser`: 200 `{url}`, GoTrue's). */
+async function authorize(room: OAuthRoom, req: AuthorizeRequest, reply: FastifyReply, linkUser: string | null = null) {
+  const { sql, log, providers, redirectUri } = room;
+  const name = req.query.provider;
+  const provider = typeof name === 'string' ? providers.get(name) : undefined;
+  if (provider === undefined) throw OAUTH_ERRORS.unsupportedProvider();
+  const state = client.randomState();
+  const codeVerifier = provider.pkce ? client.randomPKCECodeVerifier() : null;
+  const nonce = provider.nonce ? client.randomNonce() : null;
+  let url: URL;
+  try {
+    const codeChallenge = codeVerifier === null ? null : await client.calculatePKCECodeChallenge(codeVerifier);
+    url = await provider.authorizationUrl({ redirectUri, state, nonce, codeChallenge });
+  } catch (err) {
+    // Only `oidc` can fail here (discovery): the browser goes back to the site with the reason.
+    log.warn({ provider: provider.name, failure: describe(err) }, 'oauth: provider metadata unavailable');
+    return fail(room, reply, 'server_error', 'the provider is unreachable');
+  }
+  const stored = { stateHash: hashToken(state), provider: provider.name, codeVerifier, nonce, ttlSeconds: STATE_TTL };
+  if (linkUser === null) await q.createOAuthState(sql, stored);
+  else if ((await q.createOAuthLinkState(sql, stored, linkUser)) === 'not_a_guest') throw OAUTH_ERRORS.notAGuest();
+  reply.header('set-cookie', cookie(room, state, STATE_TTL, provider.formPost));
+  if (linkUser !== null) return reply.code(200).header('cache-control', 'no-store').send({ url: url.href });
+  return redirect(reply, url.href);
+}
+
+/** GET /auth/v1/user/identities/authorize: a guest's access token starts the linking flow. */
+async function authorizeLink(room: OAuthRoom, req: AuthorizeRequest, reply: FastifyReply) {
+  return authorize(room, req, reply, (await room.deps.credentials.user(req)).userId);
+}
+
+/** The callback's state: the cookie's, then consumed in SQL; its provider, or the reply that failed. */
+async function consumeState(room: OAuthRoom, req: FastifyRequest, reply: FastifyReply, state: string | null) {
+  if (state === null || state === '') return fail(room, reply, 'invalid_state', 'missing state');
+  if (!stateCookies(req).some((c) => sameState(c, state))) {
+    // Not consumed: a forged callback must not burn the state of the browser's own flow.
+    return fail(room, reply, 'invalid_state', 'the state does not match this browser');
+  }
+  const consumed = await q.consumeOAuthState(room.sql, hashToken(state));
+  switch (consumed.status) {
+    case 'ok':
+      break;
+    case 'invalid':
+      return fail(room, reply, 'invalid_state', 'unknown state');
+    case 'expired':
+      return fail(room, reply, 'invalid_state', 'the sign-in took too long; please try again');
+    case 'used':
+      return fail(room, reply, 'invalid_state', 'the state was already used');
+    default:
+      return unreachable(consumed.status);
+  }
+  // The state pins the provider (not the callback's parameters).
+  const provider: Provider | undefined = consumed.provider === null ? undefined : room.providers.get(consumed.provider);
+  if (provider === undefined) return fail(room, reply, 'server_error', 'the provider is no longer configured');
+  return { provider, state, consumed };
+}
+
+/** The provider's error in the callback, passed on as a code (null: no error). */
+function providerFailure(room: OAuthRoom, reply: FastifyReply, provider: Provider, providerError: string | null): FastifyReply | null {
+  if (providerError === null) return null;
+  // Apple reports a cancelled sign-in as `user_cancelled_authorize`.
+  const code: OAuthErrorCode =
+    providerError === 'user_cancelled_authorize'
+      ? 'access_denied'
+      : ((PROVIDER_ERRORS as readonly string[]).includes(providerError) ? (providerError as ProviderErrorCode) : 'server_error');
+  room.log.info({ provider: provider.name, error: providerError }, 'oauth: the provider returned an error');
+  return fail(room, reply, code, code === 'access_denied' ? 'the sign-in was denied at the provider' : `the provider answered ${code}`);
+}
+
+/** The account step's answer: the session in the fragment, or the failure as a code. */
+async function finish(room: OAuthRoom, req: FastifyRequest, reply: FastifyReply, provider: Provider, state: string, identity: Identity) {
+  const { deps, config, sql, log } = room;
+  const refresh = newOpaqueToken();
+  const account = {
+    provider: provider.name,
+    email: identity.email,
+    emailVerified: identity.emailVerified,
+    refreshHash: refresh.hash,
+    refreshTtl: config.refreshTokenTtl,
+    context: auditContext(req, config),
+  };
+  const r = await signInOrLink(sql, state, account);
+  if (r instanceof AppError) return fail(room, reply, 'access_denied', r.publicMessage);
+  const status = r.status;
+  switch (status) {
+    case 'ok': {
+      if (!isOkGrant(r)) throw new Error('oauth_sign_in: ok without a session');
+      let session;
+      try {
+        session = await sessionFromGrant(deps, r, refresh.token, 'oauth');
+      } catch (err) {
+        // The access-token hook refused the token: back to the application as a code, like every OAuth failure.
+        if (!(err instanceof AppError)) throw err;
+        return fail(room, reply, err.status < 500 ? 'access_denied' : 'server_error', err.publicMessage);
+      }
+      return redirect(clearCookies(room, reply), sessionFragmentUrl(config.siteUrl, session));
+    }
+    case 'unverified_email':
+      log.info({ provider: provider.name, subject: identity.subject, hasEmail: identity.email !== null }, 'oauth: email not verified by the provider');
+      return fail(room, reply, 'unverified_email', 'the provider did not confirm a verified email address');
+    case 'email_taken':
+      return fail(room, reply, 'identity_already_exists', 'the address is another account\'s: sign in with the provider instead');
+    case 'not_a_guest':
+      return fail(room, reply, 'not_a_guest', 'only a guest links an identity');
+    default:
+      return unreachable(status);
+  }
+}
+
+/** GET and POST /auth/v1/callback: state, the provider's answer, the code exchange, then the account. */
+async function callback(room: OAuthRoom, req: FastifyRequest, reply: FastifyReply, input: unknown) {
+  const params = callbackParams(input);
+  const checked = await consumeState(room, req, reply, params.get('state'));
+  if (!('provider' in checked)) return checked;
+  const { provider, state, consumed } = checked;
+  const failed = providerFailure(room, reply, provider, params.get('error'));
+  if (failed !== null) return failed;
+  if (!params.get('code')) return fail(room, reply, 'invalid_request', 'missing authorization code');
+
+  let identity: Identity;
+  try {
+    identity = await provider.identity(params, { redirectUri: room.redirectUri, state, codeVerifier: consumed.code_verifier, nonce: consumed.nonce });
+  } catch (err) {
+    room.log.warn({ provider: provider.name, failure: describe(err) }, 'oauth: code exchange failed');
+    return fail(room, reply, 'server_error', 'the sign-in with the provider could not be completed');
+  }
+  return finish(room, req, reply, provider, state, identity);
+}
+
+/** Apple's form post: `application/x-www-form-urlencoded`, repeated names kept as arrays (callbackParams drops them). */
+function parseForm(_req: FastifyRequest, body: string | Buffer, done: (err: Error | null, body?: unknown) => void): void {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of new URLSearchParams(body as string)) {
+    const prev = out[k];
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  done(null, out);
+}
+
 export function registerOAuthRoutes(app: FastifyInstance, deps: Deps): void {
   const { config, db, log } = deps;
-  const sql = db.sql;
-  const providers = createProviders(config);
-  const redirectUri = `${config.siteUrl}${CALLBACK_PATH}`;
-  const siteIsHttps = new URL(config.siteUrl).protocol === 'https:';
-
-  function cookie(value: string, maxAge: number, formPost: boolean): string {
-    const sameSite = formPost ? 'SameSite=None; Secure' : `SameSite=Lax${siteIsHttps ? '; Secure' : ''}`;
-    return `${STATE_COOKIE}=${value}; Path=${CALLBACK_PATH}; Max-Age=${maxAge}; HttpOnly; ${sameSite}`;
-  }
-
-  /**
-   * Clear the cookie in both flavours: on an http SITE_URL the Lax one is not Secure, and
-   * only a Secure Set-Cookie may replace a Secure cookie (apple's).
-   */
-  function clearCookies(reply: FastifyReply): FastifyReply {
-    return reply.header('set-cookie', [cookie('', 0, false), cookie('', 0, true)]);
-  }
-
-  function redirect(reply: FastifyReply, location: string): FastifyReply {
-    return reply.code(302).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').header('location', location).send();
-  }
-
-  function fail(reply: FastifyReply, error: OAuthErrorCode, description: string): FastifyReply {
-    const fragment = new URLSearchParams({ error, error_description: description });
-    return redirect(clearCookies(reply), `${config.siteUrl}#${fragment.toString()}`);
-  }
-
-  /** GET /auth/v1/authorize (302 to the provider), or for a guest linking an identity (`linkUser`: 200 `{url}`, GoTrue's). */
-  async function authorize(req: FastifyRequest<{ Querystring: Record<string, unknown> }>, reply: FastifyReply, linkUser: string | null = null) {
-    const name = req.query.provider;
-    const provider = typeof name === 'string' ? providers.get(name) : undefined;
-    if (provider === undefined) throw OAUTH_ERRORS.unsupportedProvider();
-    const state = client.randomState();
-    const codeVerifier = provider.pkce ? client.randomPKCECodeVerifier() : null;
-    const nonce = provider.nonce ? client.randomNonce() : null;
-    let url: URL;
-    try {
-      const codeChallenge = codeVerifier === null ? null : await client.calculatePKCECodeChallenge(codeVerifier);
-      url = await provider.authorizationUrl({ redirectUri, state, nonce, codeChallenge });
-    } catch (err) {
-      // Only `oidc` can fail here (discovery): the browser goes back to the site with the reason.
-      log.warn({ provider: provider.name, failure: describe(err) }, 'oauth: provider metadata unavailable');
-      return fail(reply, 'server_error', 'the provider is unreachable');
-    }
-    const stored = { stateHash: hashToken(state), provider: provider.name, codeVerifier, nonce, ttlSeconds: STATE_TTL };
-    if (linkUser === null) await q.createOAuthState(sql, stored);
-    else if ((await q.createOAuthLinkState(sql, stored, linkUser)) === 'not_a_guest') throw OAUTH_ERRORS.notAGuest();
-    reply.header('set-cookie', cookie(state, STATE_TTL, provider.formPost));
-    if (linkUser !== null) return reply.code(200).header('cache-control', 'no-store').send({ url: url.href });
-    return redirect(reply, url.href);
-  }
-
-  async function callback(req: FastifyRequest, reply: FastifyReply, input: unknown) {
-    const params = callbackParams(input);
-    const state = params.get('state');
-    if (state === null || state === '') return fail(reply, 'invalid_state', 'missing state');
-    if (!stateCookies(req).some((c) => sameState(c, state))) {
-      // Not consumed: a forged callback must not burn the state of the browser's own flow.
-      return fail(reply, 'invalid_state', 'the state does not match this browser');
-    }
-    const consumed = await q.consumeOAuthState(sql, hashToken(state));
-    switch (consumed.status) {
-      case 'ok':
-        break;
-      case 'invalid':
-        return fail(reply, 'invalid_state', 'unknown state');
-      case 'expired':
-        return fail(reply, 'invalid_state', 'the sign-in took too long; please try again');
-      case 'used':
-        return fail(reply, 'invalid_state', 'the state was already used');
-      default:
-        return unreachable(consumed.status);
-    }
-    // The state pins the provider (not the callback's parameters).
-    const provider: Provider | undefined = consumed.provider === null ? undefined : providers.get(consumed.provider);
-    if (provider === undefined) return fail(reply, 'server_error', 'the provider is no longer configured');
-
-    const providerError = params.get('error');
-    if (providerError !== null) {
-      // Apple reports a cancelled sign-in as `user_cancelled_authorize`.
-      const code: OAuthErrorCode =
-        providerError === 'user_cancelled_authorize'
-          ? 'access_denied'
-          : ((PROVIDER_ERRORS as readonly string[]).includes(providerError) ? (providerError as ProviderErrorCode) : 'server_error');
-      log.info({ provider: provider.name, error: providerError }, 'oauth: the provider returned an error');
-      return fail(reply, code, code === 'access_denied' ? 'the sign-in was denied at the provider' : `the provider answered ${code}`);
-    }
-    if (!params.get('code')) return fail(reply, 'invalid_request', 'missing authorization code');
-
-    let identity: Identity;
-    try {
-      identity = await provider.identity(params, { redirectUri, state, codeVerifier: consumed.code_verifier, nonce: consumed.nonce });
-    } catch (err) {
-      log.warn({ provider: provider.name, failure: describe(err) }, 'oauth: code exchange failed');
-      return fail(reply, 'server_error', 'the sign-in with the provider could not be completed');
-    }
-
-    const refresh = newOpaqueToken();
-    const account = {
-      provider: provider.name,
-      email: identity.email,
-      emailVerified: identity.emailVerified,
-      refreshHash: refresh.hash,
-      refreshTtl: config.refreshTokenTtl,
-      context: auditContext(req, config),
-    };
-    const r = await signInOrLink(sql, state, account);
-    if (r instanceof AppError) return fail(reply, 'access_denied', r.publicMessage);
-    const status = r.status;
-    switch (status) {
-      case 'ok': {
-        if (!isOkGrant(r)) throw new Error('oauth_sign_in: ok without a session');
-        let session;
-        try {
-          session = await sessionFromGrant(deps, r, refresh.token, 'oauth');
-        } catch (err) {
-          // The access-token hook refused the token: back to the application as a code, like every OAuth failure.
-          if (!(err instanceof AppError)) throw err;
-          return fail(reply, err.status < 500 ? 'access_denied' : 'server_error', err.publicMessage);
-        }
-        return redirect(clearCookies(reply), sessionFragmentUrl(config.siteUrl, session));
-      }
-      case 'unverified_email':
-        log.info({ provider: provider.name, subject: identity.subject, hasEmail: identity.email !== null }, 'oauth: email not verified by the provider');
-        return fail(reply, 'unverified_email', 'the provider did not confirm a verified email address');
-      case 'email_taken':
-        return fail(reply, 'identity_already_exists', 'the address is another account\'s: sign in with the provider instead');
-      case 'not_a_guest':
-        return fail(reply, 'not_a_guest', 'only a guest links an identity');
-      default:
-        return unreachable(status);
-    }
-  }
-
+  const room: OAuthRoom = {
+    deps,
+    config,
+    sql: db.sql,
+    log,
+    providers: createProviders(config),
+    redirectUri: `${config.siteUrl}${CALLBACK_PATH}`,
+    siteIsHttps: new URL(config.siteUrl).protocol === 'https:',
+  };
   app.register(async (scoped) => {
-    scoped.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_BODY_LIMIT }, (_req, body, done) => {
-      const out: Record<string, string | string[]> = {};
-      for (const [k, v] of new URLSearchParams(body as string)) {
-        const prev = out[k];
-        out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
-      }
-      done(null, out);
-    });
-    scoped.get<{ Querystring: Record<string, unknown> }>('/auth/v1/authorize', (req, reply) => authorize(req, reply));
-    scoped.get<{ Querystring: Record<string, unknown> }>('/auth/v1/user/identities/authorize', async (req, reply) =>
-      authorize(req, reply, (await deps.credentials.user(req)).userId),
-    );
-    scoped.get<{ Querystring: Record<string, unknown> }>(CALLBACK_PATH, (req, reply) => callback(req, reply, req.query));
-    scoped.post(CALLBACK_PATH, (req, reply) => callback(req, reply, req.body));
+    scoped.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_BODY_LIMIT }, parseForm);
+    scoped.get<{ Querystring: Record<string, unknown> }>('/auth/v1/authorize', (req, reply) => authorize(room, req, reply));
+    scoped.get<{ Querystring: Record<string, unknown> }>('/auth/v1/user/identities/authorize', (req, reply) => authorizeLink(room, req, reply));
+    scoped.get<{ Querystring: Record<string, unknown> }>(CALLBACK_PATH, (req, reply) => callback(room, req, reply, req.query));
+    scoped.post(CALLBACK_PATH, (req, reply) => callback(room, req, reply, req.body));
   });
 }
