@@ -1,6 +1,6 @@
 /**
- * PATCH and PUT /auth/v1/user (docs/api/auth.md; GoTrue's is PUT): the signed-in user
- * changes its email, password and user_metadata. A guest that gives an email keeps its id
+ * The signed-in user (docs/api/auth.md): GET /auth/v1/user reads it; PATCH and PUT (GoTrue's
+ * is PUT) change its email, password and user_metadata. A guest that gives an email keeps its id
  * and rows and becomes a user once the address is confirmed (auth.update_user and the
  * guests.sql trigger decide): with REQUIRE_EMAIL_VERIFICATION a confirmation email carries
  * the token made here; without it the address counts as confirmed at once.
