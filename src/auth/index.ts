@@ -1,7 +1,8 @@
 /**
  * The auth area (accounts and sessions; OAuth lives beside it in oauth/):
- * the routes of docs/api/auth.md and two worker tasks:
+ * the routes of docs/api/auth.md and three worker tasks:
  * - `auth__send_email`: the emails of docs/api/auth.md (mail.ts);
+ * - `auth__send_sms`: phone codes through the send-SMS hook (flows/sms.ts);
  * - `auth__purge`: hourly housekeeping (auth.purge_expired, and auth.purge_audit_log for
  *   AUTH_AUDIT_RETENTION_DAYS), one pending job for all instances, re-enqueued by itself.
 
@@ -17,6 +18,8 @@ import { registerSupabaseCompat } from './compat/routes.ts';
 import { registerAdminSessionRoutes } from './admin-sessions.ts';
 import { registerAdminUserRoutes } from './admin-users.ts';
 import { registerOAuthRoutes } from './oauth/index.ts';
+import { registerOtpRoutes } from './flows/otp.ts';
+import { sendSmsTask } from './flows/sms.ts';
 
 const purge = periodic({
   name: 'auth__purge',
@@ -33,6 +36,7 @@ export const authArea: Area = {
     // SUPABASE_COMPAT: first, so that its onRoute hook sees the interface's routes.
     if (deps.config.supabaseCompat) registerSupabaseCompat(app, deps);
     registerAuthRoutes(app, deps);
+    registerOtpRoutes(app, deps);
     registerAdminSessionRoutes(app, deps);
     registerAdminUserRoutes(app, deps);
     registerOAuthRoutes(app, deps);
@@ -40,6 +44,6 @@ export const authArea: Area = {
     await purge.start(deps);
   },
   tasks(deps): TaskList {
-    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__purge: purge.task(deps) };
+    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__send_sms: sendSmsTask(deps), auth__purge: purge.task(deps) };
   },
 };

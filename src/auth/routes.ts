@@ -30,6 +30,7 @@ import {
 import { hashToken, newOpaqueToken, seal } from './tokens.ts';
 import { checkEmail, checkPassword, passwordProblem } from './validate.ts';
 import { AUTH_ERRORS, MESSAGES } from './errors.ts';
+import { requestMagicLinkWithCode } from './flows/otp.ts';
 
 /** Windows of docs/api/overview.md: the auth bucket counts per minute, guests per hour. */
 const AUTH_WINDOW_SECONDS = 60;
@@ -341,8 +342,7 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
   app.post<{ Body: EmailBody }>('/auth/v1/magiclink', { schema: { body: emailSchema }, onRequest: authRateLimit }, async (req, reply) => {
     const b = body(req.body);
     checkEmail(b.email);
-    const t = newOpaqueToken();
-    const status = await q.requestMagicLink(sql, b.email, t.hash, seal(config.secret, t.token), config.mailRateLimitPerHour);
+    const status = await requestMagicLinkWithCode(deps, req, b.email); // a link and a 6-digit code (flows/otp.ts)
     switch (status) {
       case 'sent':
       case 'not_found': // sent only to registered addresses; the same answer either way
