@@ -1,6 +1,6 @@
 -- One-time codes: an emailed code beside its link (one grant), wrong tries burning a code, phone codes and their SMS jobs.
 begin;
-select plan(33);
+select plan(38);
 
 create temp view sms as
   select j.payload::jsonb as payload from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
@@ -69,6 +69,17 @@ select is((select status from auth.verify_code('{sms}', null, '+15550000001', sh
 -- per-number limit
 select is((select count(*)::int from generate_series(1, 3) i
   cross join lateral auth.send_phone_code('+15550000003', true, null, sha256(('lim-' || i)::bytea), 's', 2) r where r = 'limited'), 1, 'the third SMS in an hour is limited');
+
+-- the SQL-function send-SMS hook: GoTrue's event, its answers
+create function pg_temp.sms_ok(event jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$;
+create function pg_temp.sms_error(event jsonb) returns jsonb language sql as $$ select '{"error": {"http_code": 500, "message": "provider down"}}'::jsonb $$;
+create function pg_temp.sms_raise(event jsonb) returns jsonb language plpgsql as $$ begin raise exception 'no credit'; end $$;
+select is((select status from auth.run_send_sms_hook('pg_temp.sms_ok', '{"sms": {"otp": "123456"}}')), 'ok', 'a hook answering {} sent it');
+select is((select status || ': ' || message from auth.run_send_sms_hook('pg_temp.sms_error', '{}')), 'failed: provider down', 'an {error} answer is a failed send');
+select is((select status || ': ' || message from auth.run_send_sms_hook('pg_temp.sms_raise', '{}')), 'failed: no credit', 'so is raising');
+select is((select status from auth.run_send_sms_hook('public.no_such_hook', '{}')), 'invalid', 'a missing function: invalid');
+select is((select j ->> 'phone' from (select auth.sms_hook_user(id) as j from auth.users where phone = '+15550000001') x), '15550000001',
+  'the hook''s user is GoTrue''s (phone without +)');
 
 select * from finish();
 rollback;
