@@ -1,6 +1,1 @@
 -- Enter migration here
---!include auth/otp.sql
---!include auth/users.sql
---!include auth/admin_users.sql
---!include auth/hook.sql
---!include auth/compat.sql
