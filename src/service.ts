@@ -128,6 +128,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
         maxPoolSize: opts.workerPoolSize,
         listener: db.listener,
       });
+      for (const a of areas) a.startJobs?.(deps);
     }
     const bound = app.server.address();
     registry = new InstanceRegistry({
