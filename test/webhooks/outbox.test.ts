@@ -75,13 +75,13 @@ t.test('the outbox', async (t) => {
         for (const b of await sql<{ id: string; n: number }[]>`select id::text, jsonb_array_length(items) as n from webhooks_private.batches`) {
           batches.add(`${b.id}:${b.n}`);
         }
-        await new Promise((r) => setTimeout(r, 2));
+        await new Promise((r) => setTimeout(r, 5));
       }
     })();
     const before = rx.received.length;
     await sql`insert into public.items select g, 'bulk' from generate_series(1000, 1299) g`;
     await waitFor('600 deliveries', () => rx.received.length - before >= 600, 60_000);
-    await waitFor('the queue to drain', async () => (await pendingDeliveries(app)) === 0, 30_000);
+    await waitFor('the queue to drain', async () => (await pendingDeliveries(app)) === 0, 60_000);
     sampling = false;
     await sampler;
     const bulk = rx.received.slice(before);
