@@ -1,4 +1,5 @@
 -- Enter migration here
+--!include webhooks/hooks.sql
 --!include webhooks/outbox.sql
 --!include webhooks/deliveries.sql
 --!include webhooks/begin.sql
