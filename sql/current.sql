@@ -1,1 +1,7 @@
 -- Enter migration here
+--!include webhooks/hooks.sql
+--!include webhooks/outbox.sql
+--!include webhooks/deliveries.sql
+--!include webhooks/begin.sql
+--!include webhooks/repeats.sql
+--!include webhooks/enqueue.sql

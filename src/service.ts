@@ -116,8 +116,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
     }
     // Several processes: each binds the port itself, the kernel spreads the connections (src/core/cluster.ts).
     await app.listen({ host: config.host, port: config.port, ...(place !== null ? { exclusive: true, reusePort: true } : {}) } as { host: string; port: number });
-    const tasks: TaskList = {};
-    for (const a of areas) Object.assign(tasks, a.tasks?.(deps));
+    const tasks: TaskList = Object.assign({}, ...areas.map((a) => a.tasks?.(deps) ?? {})) as TaskList;
     if (opts.worker !== false) {
       worker = await startWorker({
         databaseUrl: directUrl,
@@ -128,6 +127,7 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
         maxPoolSize: opts.workerPoolSize,
         listener: db.listener,
       });
+      for (const a of areas) a.startJobs?.(deps);
     }
     const bound = app.server.address();
     registry = new InstanceRegistry({

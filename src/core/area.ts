@@ -43,6 +43,8 @@ export interface Area {
   register(app: FastifyInstance, deps: Deps): void | Promise<void>;
   /** graphile-worker tasks, named `<area>__<action>`, bound to this service's deps. */
   tasks?(deps: Deps): TaskList;
+  /** Called once the job worker runs in this process (not at all without it): background work that goes with the jobs. */
+  startJobs?(deps: Deps): void;
   /** Called on shutdown after the HTTP server stopped accepting. */
   close?(): void | Promise<void>;
 }

@@ -65,42 +65,39 @@ export async function listDeliveries(
   return r;
 }
 
-export type BeginAttemptStatus = 'ok' | 'gone' | 'done';
-
-export interface BeginAttempt {
-  status: BeginAttemptStatus;
-  url: string | null;
-  secret: string | null;
-}
-
-/** One attempt of a job's batch, as the outbox drain wrote it (deliver.ts, DeliverPayload). */
-export interface AttemptRef {
-  /** delivery id */
+/** One attempt of a batch, as webhooks_private.claim_batches wrote it. */
+export interface BatchItem {
+  /** delivery id (X-Webhook-Id) */
   d: string;
   /** webhook id */
   w: string;
   /** attempt number */
   n: number;
-}
-
-/** Whether each attempt is still due and where it goes, in the batch's order (begin_attempts). */
-export async function beginAttempts(sql: Sql, items: readonly AttemptRef[]): Promise<BeginAttempt[]> {
-  const refs = items.map(({ d, w, n }) => ({ d, w, n }));
-  return await sql<BeginAttempt[]>`select * from webhooks_private.begin_attempts(${JSON.stringify(refs)}::text::jsonb)`;
-}
-
-export type RecordAttemptStatus = 'delivered' | 'retry' | 'failed' | 'duplicate' | 'gone';
-
-/** An attempt made, to record: its job item's fields and its outcome. */
-export interface AttemptRecord extends AttemptRef {
   /** event, table, when the change was made */
   e: string;
   t: string;
   c: string;
-  /** the bytes sent, for the next attempt; null after a 2xx */
-  b: string | null;
-  /** the id of the request that caused the attempt (null: none) */
+  /** the request body, as sent */
+  b: string;
+  /** the id of the request that made the change (null: none) */
   r: string | null;
+}
+
+/** A batch an instance's poll took: attempts of one webhook, with where they go (url null: the webhook is gone or paused). */
+export interface Batch {
+  id: number;
+  webhook: string;
+  url: string | null;
+  secret: string | null;
+  /** Taken over from an instance that died: its attempts may have been sent already. */
+  repeat: boolean;
+  items: BatchItem[];
+}
+
+/** The outcome of an attempt made, to record. */
+export interface AttemptOutcomeRecord {
+  /** delivery id */
+  d: string;
   /** status code (null: none) */
   s: number | null;
   /** error (null: a status came back) */
@@ -110,13 +107,23 @@ export interface AttemptRecord extends AttemptRef {
   at: string;
 }
 
+export type FinishStatus = 'delivered' | 'retry' | 'failed' | 'given_back' | 'taken' | 'gone';
+
 /**
- * Record the attempts of a batch in one transaction; `delaysMs` is WEBHOOK_RETRY_SCHEDULE
- * (attempt n is followed, after a failure, by one `delaysMs[n - 1]` later). Statuses in order.
+ * End a batch (finish_batch): record the outcomes, give back the attempts without one (due
+ * after `giveBackMs`); `delaysMs` is WEBHOOK_RETRY_SCHEDULE. Statuses in the batch's order.
  */
-export async function recordAttempts(sql: Sql, records: readonly AttemptRecord[], delaysMs: readonly number[]): Promise<RecordAttemptStatus[]> {
-  const [r] = await sql<{ statuses: RecordAttemptStatus[] }[]>`
-    select webhooks_private.record_attempts(${JSON.stringify(records)}::text::jsonb, ${delaysMs as number[]}::int[]) as statuses`;
+export async function finishBatch(
+  sql: Sql,
+  batchId: number,
+  instanceId: string,
+  outcomes: readonly AttemptOutcomeRecord[],
+  delaysMs: readonly number[],
+  giveBackMs = 0,
+): Promise<FinishStatus[]> {
+  const [r] = await sql<{ statuses: FinishStatus[] }[]>`
+    select webhooks_private.finish_batch(${batchId}::bigint, ${instanceId}::uuid, ${JSON.stringify(outcomes)}::text::jsonb,
+      ${delaysMs as number[]}::int[], ${giveBackMs}::int) as statuses`;
   return r.statuses;
 }
 
@@ -128,22 +135,23 @@ export async function purgeLog(sql: Sql): Promise<{ deliveries: number }> {
 }
 
 
-/** Give an attempt back unrecorded (this instance is stopping): to the outbox again, due after `delayMs`. */
-export async function requeueAttempt(sql: Sql, a: AttemptRef & { e: string; t: string; c: string; b: string; r: string | null }, delayMs: number): Promise<void> {
-  await sql`select webhooks_private.requeue_attempt(${a.w}::uuid, ${a.d}::uuid, ${a.n}::int, ${a.e}::text,
-    ${a.t}::text, ${a.c}::timestamptz, ${a.b}::text, ${delayMs}::int, ${a.r}::text)`;
+/** Attempts of a job of the former webhooks__deliver task: back to the outbox. */
+export async function requeueItems(sql: Sql, items: unknown[]): Promise<void> {
+  await sql`select webhooks_private.requeue_items(${JSON.stringify(items)}::text::json)`;
 }
 
 // ── outbox (outbox.sql) ───────────────────────────────────────────────────────────────────
 
 /**
- * Hand up to `limit` due outbox rows to the job worker; returns the rows taken and, after
- * them, in how many milliseconds the earliest row left is due (null: the outbox is empty).
+ * An instance's poll (claim_batches): up to `limit` due outbox rows become this instance's
+ * batches; returns them, the rows taken and, after them, in how many milliseconds the
+ * earliest row left is due (null: the outbox is empty).
  */
-export async function drainOutbox(sql: Sql, limit: number, instanceId: string): Promise<{ taken: number; nextDueMs: number | null }> {
-  const [r] = await sql<{ taken: number; nextDueMs: number | null }[]>`
-    select webhooks_private.drain_outbox(${limit}::int, ${instanceId}::uuid) as taken, webhooks_private.outbox_next_due_ms() as "nextDueMs"`;
-  return r;
+export async function claimBatches(sql: Sql, limit: number, instanceId: string): Promise<{ taken: number; batches: Batch[]; nextDueMs: number | null }> {
+  const [r] = await sql<{ claim: string; nextDueMs: number | null }[]>`
+    select webhooks_private.claim_batches(${limit}::int, ${instanceId}::uuid)::text as claim, webhooks_private.outbox_next_due_ms() as "nextDueMs"`;
+  const c = JSON.parse(r.claim) as { taken: number; batches: Batch[] };
+  return { taken: c.taken, batches: c.batches, nextDueMs: r.nextDueMs };
 }
 
 /** This instance's drain stopped: it is no longer recorded awake. */

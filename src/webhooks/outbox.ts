@@ -1,8 +1,9 @@
 /**
  * The outbox drain (sql/fixtures/webhooks/outbox.sql): watched tables' triggers append their
- * changes to webhooks_private.outbox, and every instance moves them into webhooks__deliver
- * jobs here, in batches, through graphile-worker's public add_jobs (whose one NOTIFY per
- * batch wakes the workers at once).
+ * changes to webhooks_private.outbox, and the drain of every instance that runs jobs takes
+ * them in batches (claim_batches: up to 100 attempts of one webhook each) and makes their
+ * attempts itself (deliver.ts, makeBatch), several batches at once, up to MAX_IN_FLIGHT
+ * attempts: no job in between (docs/decisions/0321-webhook-drains-make-their-own-attempts.md).
  *
  * The drain sleeps until woken (docs/decisions/0302-the-outbox-drain-sleeps-until-woken.md):
  * - a writer notifies `plinth_webhooks` when no drain is awake (so once per burst, never once
@@ -25,7 +26,8 @@
  */
 import type { Deps } from '../core/area.ts';
 import { setTimeout as delay } from 'node:timers/promises';
-import { anyActiveHook, drainOutbox, drainStopped } from './db.ts';
+import { anyActiveHook, claimBatches, drainStopped, type Batch } from './db.ts';
+import { batchContext, makeBatch, type BatchContext } from './deliver.ts';
 
 /** The channel of the writers' wake-up (outbox.sql, webhooks_private.wake_drains). */
 export const WAKE_CHANNEL = 'plinth_webhooks';
@@ -35,6 +37,8 @@ export const DRAIN_INTERVAL_MS = 20;
 export const SAFETY_POLL_MS = 5000;
 /** Outbox rows per drain transaction. */
 export const DRAIN_BATCH = 500;
+/** Attempts in flight per instance: a poll waits for some to end beyond this. */
+export const MAX_IN_FLIGHT = 1000;
 const IDLE_CHECK_MS = 5000;
 const ERROR_BACKOFF_MS = 1000;
 
@@ -54,9 +58,16 @@ export class OutboxDrain {
   private unlisten: (() => Promise<void>) | null = null;
   /** When (Date.now()) the sleep in progress ends. */
   private sleepUntil = 0;
+  /** Aborted when the drain stops: the attempts in flight are cut short and given back. */
+  private readonly stopping = new AbortController();
+  private readonly ctx: BatchContext;
+  /** The batches being made, and their attempts. */
+  private readonly inFlight = new Set<Promise<void>>();
+  private attemptsInFlight = 0;
 
   constructor(deps: Deps) {
     this.deps = deps;
+    this.ctx = batchContext(deps, (ms) => this.noteDue(ms));
   }
 
   start(): void {
@@ -78,8 +89,9 @@ export class OutboxDrain {
   }
 
   /**
-   * Stop polling, then say so (webhooks_private.drain_stopped): writers and the attempts this
-   * instance gives back wake the other instances at once, not at their safety poll.
+   * Stop polling, then say so (webhooks_private.drain_stopped), then cut the attempts in
+   * flight short: writers and the attempts this instance gives back wake the other
+   * instances at once, not at their safety poll.
    */
   async stop(): Promise<void> {
     this.stopped = true;
@@ -88,7 +100,22 @@ export class OutboxDrain {
     await drainStopped(this.deps.db.background, this.deps.db.instanceId).catch((err: unknown) =>
       this.deps.log.warn({ err }, 'webhooks: could not mark the outbox drain stopped'),
     );
+    this.stopping.abort();
+    await Promise.all(this.inFlight);
     await this.unlisten?.();
+  }
+
+  /** Make a batch's attempts, counted in flight until it is recorded. */
+  private launch(batch: Batch): void {
+    const n = batch.items.length;
+    this.attemptsInFlight += n;
+    const p: Promise<void> = makeBatch(this.ctx, batch, this.stopping.signal).finally(() => {
+      this.attemptsInFlight -= n;
+      this.inFlight.delete(p);
+      // Room again after a full house: poll for what waits.
+      if (this.attemptsInFlight + n >= MAX_IN_FLIGHT && this.attemptsInFlight < MAX_IN_FLIGHT) this.poke();
+    });
+    this.inFlight.add(p);
   }
 
   /** Poll now, or right after the poll in flight. */
@@ -149,13 +176,20 @@ export class OutboxDrain {
         if (wait > 0) await delay(wait);
         if (this.stopped) break;
         this.woken = false;
+        if (this.attemptsInFlight >= MAX_IN_FLIGHT) {
+          // Full: the end of a batch pokes the drain.
+          await this.sleep(SAFETY_POLL_MS);
+          continue;
+        }
         if (this.dueAt !== 0 && this.dueAt <= Date.now()) this.dueAt = 0;
         metrics.webhookOutboxPolls.inc();
         const polledAt = Date.now();
-        const { taken, nextDueMs } = await drainOutbox(db.background, DRAIN_BATCH, db.instanceId);
-        if (taken >= DRAIN_BATCH) continue;
+        const limit = Math.min(DRAIN_BATCH, MAX_IN_FLIGHT - this.attemptsInFlight);
+        const { taken, batches, nextDueMs } = await claimBatches(db.background, limit, db.instanceId);
+        for (const b of batches) this.launch(b);
+        if (taken >= limit) continue;
         notBefore = polledAt + DRAIN_INTERVAL_MS;
-        quiet = taken > 0 ? DRAIN_INTERVAL_MS : Math.min(SAFETY_POLL_MS, quiet * 2);
+        quiet = taken > 0 || batches.length > 0 ? DRAIN_INTERVAL_MS : Math.min(SAFETY_POLL_MS, quiet * 2);
         // A row due later (or one other drains are taking now) sets the next poll, never sooner than DRAIN_INTERVAL_MS.
         await this.sleep(nextDueMs === null ? quiet : Math.min(quiet, Math.max(DRAIN_INTERVAL_MS, nextDueMs)));
       } catch (err) {

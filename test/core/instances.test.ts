@@ -3,8 +3,9 @@
  * instance silent for longer than INSTANCE_DEAD_MS is declared dead by a survivor (its
  * locked jobs unlocked, its live instance row gone, one log line), and an instance that
  * starts under the name of a registered one (the same host and port: a restart after
- * kill -9) takes its jobs back at once. A webhook attempt such a job was making runs again,
- * and the delivery log marks it `repeat_possible`.
+ * kill -9) takes its jobs back at once. A batch of webhook attempts a dead instance was
+ * making is taken over by a survivor's drain, and the delivery log marks its attempts
+ * `repeat_possible`.
  */
 import t from 'tap';
 import { createServer } from 'node:net';
@@ -91,22 +92,18 @@ t.test('a webhook attempt a dead instance had taken runs again, and the delivery
   const db = await createTestDatabase(t);
   await db.sql.unsafe(`create table public.pings (id int primary key); grant all on public.pings to service_role;`);
   const receiver = await startReceiver(t);
-  // No worker here: the change's job waits, as it would in a queue an instance had taken.
+  // No worker here, so no drain: the change waits in the outbox.
   const writer = await startApp(t, { db, worker: false });
   await writer.call('POST', '/api/catalog/refresh', { token: writer.serviceKey });
   const hook = await createHook(writer, { url: receiver.url, table_name: 'pings', events: ['INSERT'] });
   const w = await writer.call('POST', '/rest/v1/pings', { token: writer.serviceKey, body: [{ id: 1 }] });
   t.equal(w.status, 201);
-  // A killed instance had taken the delivery's job (and may have sent it) before it died.
+  // A killed instance's drain had taken the delivery (and may have sent it) before it died.
   const ghost = randomUUID();
-  await db.sql`insert into plinth_private.instances (id, name, worker_ids, seen_at) values (${ghost}::uuid, 'ghost:2', '{pool-ghost-2}', now() - interval '5 seconds')`;
-  // The writer's outbox drain hands the change to the job queue.
-  await waitFor('the delivery job', async () => (await db.sql`select 1 from graphile_worker.jobs where task_identifier = 'webhooks__deliver'`).length > 0 || null);
-  const [{ n }] = await db.sql<{ n: number }[]>`
-    update graphile_worker._private_jobs j set locked_by = 'pool-ghost-2', locked_at = now()
-      from graphile_worker._private_tasks k where k.id = j.task_id and k.identifier = 'webhooks__deliver' returning 1 as n`;
-  t.equal(n, 1, 'the delivery job is locked by the dead instance');
-  // A survivor with a worker: it declares the ghost dead; the job runs again on it.
+  await db.sql`insert into plinth_private.instances (id, name, seen_at) values (${ghost}::uuid, 'ghost:2', now() - interval '5 seconds')`;
+  const [claim] = await db.sql<{ c: { taken: number; batches: unknown[] } }[]>`select webhooks_private.claim_batches(100, ${ghost}::uuid) as c`;
+  t.equal(claim.c.batches.length, 1, 'the dead instance holds the delivery in a batch');
+  // A survivor with a worker: it declares the ghost dead; its drain takes the batch over.
   const survivor = await startApp(t, { db, worker: true, env: { INSTANCE_DEAD_MS: '1000' } });
   await waitFor('the delivery', () => receiver.received.length > 0, 30_000);
   const log = await waitFor('the attempt in the log', async () => {
@@ -115,8 +112,8 @@ t.test('a webhook attempt a dead instance had taken runs again, and the delivery
   });
   t.equal(log[0].state, 'delivered');
   t.equal(log[0].attempts[0].repeat_possible, true, 'the attempt is marked: the receiver may have seen it twice');
-  const [{ kept }] = await db.sql<{ kept: number }[]>`select count(*)::int as kept from plinth_private.released_jobs`;
-  t.equal(kept, 1, 'the released job is kept (a day) for every attempt it carries');
+  const [{ left }] = await db.sql<{ left: number }[]>`select count(*)::int as left from webhooks_private.batches`;
+  t.equal(left, 0, 'the batch ended with its attempt recorded');
 
   // An ordinary delivery is not marked.
   await writer.call('POST', '/rest/v1/pings', { token: writer.serviceKey, body: [{ id: 2 }] });

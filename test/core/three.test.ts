@@ -5,7 +5,7 @@
  * refresh-token reuse is detected across instances, the auth rate limit counts across them,
  * a table created in SQL is served by all three, a webhook fired through one is delivered
  * once, a live subscriber on one sees writes made through another with no seq gap, broadcast
- * and presence cross instances. Then one (C) is killed with SIGKILL while its worker holds
+ * and presence cross instances. Then one (C) is killed with SIGKILL while its drain holds
  * webhook attempts (the receiver answers nothing until after the kill) and subscribers of the
  * client library are connected to it through the proxy: every pending delivery arrives within
  * INSTANCE_DEAD_MS + 30 s (the attempts C held twice, marked repeat_possible), C's subscribers
@@ -219,13 +219,12 @@ t.test('three instances behind HAProxy through PgBouncer; one killed', { skip, t
   t.equal(hook.status, 201, 'webhook registered');
   t.equal((await call(a.url, 'POST', '/rest/v1/things', { id: 1, v: 'one' })).status, 201, 'a write through A');
   await waitFor('the delivery', () => rx.received.length >= 1, 30_000);
-  await waitFor('no webhook job left', async () => {
+  await waitFor('no webhook attempt left', async () => {
     const [{ n }] = await db.sql<{ n: number }[]>`
-      select count(*)::int as n from graphile_worker._private_jobs j join graphile_worker._private_tasks k on k.id = j.task_id
-       where k.identifier = 'webhooks__deliver'`;
+      select ((select count(*) from webhooks_private.outbox) + (select count(*) from webhooks_private.batches))::int as n`;
     return n === 0;
   }, 30_000);
-  t.equal(rx.received.length, 1, 'delivered exactly once by three workers');
+  t.equal(rx.received.length, 1, 'delivered exactly once by three drains');
 
   // Live queries, broadcast and presence across the three.
   await db.sql.unsafe(`select live.subscribe('room', 'select id, v from things')`);
@@ -289,7 +288,7 @@ t.test('three instances behind HAProxy through PgBouncer; one killed', { skip, t
   t.ok(survivors.length > 0, `subscribers through the proxy on ${subs.map((s) => s.sockets[0].server).join(', ')}`);
 
   // C takes deliveries that it still holds when it dies: the receiver answers nothing, and C
-  // takes writes (each its own job) until its worker has locked one of their jobs.
+  // takes writes until its drain holds a batch of their attempts.
   const cName = `${hostname()}:${ports[2]}`;
   // Registered by the instance's heartbeats (its first one at its start, then every DEAD_MS / 5).
   const cWorkers = await waitFor("C's worker in the registry", async () => {
@@ -298,14 +297,14 @@ t.test('three instances behind HAProxy through PgBouncer; one killed', { skip, t
   }, 10_000).catch(() => [] as string[]);
   t.ok(cWorkers.length > 0, "C's worker is registered");
   const lockedByC = () => db.sql<{ id: string; payload: { items: { d: string }[] } }[]>`
-    select v.id, p.payload from graphile_worker.jobs v join graphile_worker._private_jobs p on p.id = v.id
-     where v.task_identifier = 'webhooks__deliver' and v.locked_by = any(${cWorkers}::text[])`;
+    select b.id, jsonb_build_object('items', b.items) as payload from webhooks_private.batches b
+      join plinth_private.instances i on i.id = b.instance_id where i.name = ${cName}`;
   const bodyId = (r: Received) => (r.body as { record?: { id?: number } }).record?.id;
   rx.answer = () => 'hang';
   const written: number[] = [];
   let next = 100;
   for (;;) {
-    if (next === 130) throw new Error("C's worker took none of 30 deliveries");
+    if (next === 130) throw new Error("C's drain took none of 30 deliveries");
     const id = next++;
     t.equal((await call(c.url, 'POST', '/rest/v1/things', { id, v: 'held' })).status, 201, `write ${id} through C`);
     written.push(id);
@@ -313,7 +312,7 @@ t.test('three instances behind HAProxy through PgBouncer; one killed', { skip, t
     if ((await lockedByC()).length > 0) break;
   }
   const held = await lockedByC();
-  t.ok(held.length > 0, `C's worker holds ${held.length} delivery job(s) right before the kill`);
+  t.ok(held.length > 0, `C's drain holds ${held.length} batch(es) of attempts right before the kill`);
   const heldDeliveries = new Set(held.flatMap((j) => j.payload.items.map((i) => i.d)));
   const exited = new Promise((r) => c.child.once('exit', r));
   c.child.kill('SIGKILL');

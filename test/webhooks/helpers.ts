@@ -123,10 +123,10 @@ export async function deliveries(app: TestApp, id: string, limit?: number): Prom
   return r.body;
 }
 
-/** Attempts waiting in the outbox or as webhooks__deliver jobs (none left = every attempt made). */
+/** Attempts waiting in the outbox or in a drain's batch (none left = every attempt made). */
 export async function pendingDeliveries(app: TestApp): Promise<number> {
   const [{ n }] = await app.db.sql<{ n: number }[]>`
     select (select count(*) from webhooks_private.outbox)::int
-      + (select count(*) from graphile_worker.jobs j where j.task_identifier = 'webhooks__deliver')::int as n`;
+      + (select count(*) from webhooks_private.batches)::int as n`;
   return n;
 }

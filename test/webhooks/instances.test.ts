@@ -1,7 +1,8 @@
 /**
  * Several instances (issue 12, item 5): two services on one database, each with its
- * worker. Every attempt is made exactly once (graphile-worker locks each job); a service
- * stopped in the middle of an attempt loses nothing: its job is retried by the other one.
+ * worker. Every attempt is made exactly once (each drain takes its own batches of attempts,
+ * SKIP LOCKED); a service stopped in the middle of an attempt loses nothing: its attempt is
+ * made again by the other one.
  */
 import t from 'tap';
 import { startApp } from '../helpers/app.ts';
@@ -24,17 +25,17 @@ t.test('two instances: every attempt exactly once', async (t) => {
   };
   rx.delayMs = 20;
 
-  // A job carries up to 25 attempts of one webhook and a worker's local queue takes every
-  // job waiting, so one burst of rows can go whole to whichever worker fetches first. The
-  // rows come in small batches instead, a batch every 50 ms, until both workers have
-  // taken jobs (at least 60 rows, at most 600: a worker that never takes one fails below).
+  // A drain's poll takes every row waiting, so one burst of rows can go whole to whichever
+  // drain polls first. The rows come in small batches instead, a batch every 50 ms, until
+  // both drains have taken batches (at least 60 rows, at most 600: a drain that never takes
+  // one fails below).
   const BATCH = 12;
   const lockers = new Set<string>();
   let sampling = true;
   const sampler = (async () => {
     while (sampling) {
-      const rows = await db.sql<{ locked_by: string }[]>`select locked_by from graphile_worker._private_jobs where locked_by is not null`;
-      for (const r of rows) lockers.add(r.locked_by);
+      const rows = await db.sql<{ instance_id: string }[]>`select instance_id from webhooks_private.batches`;
+      for (const r of rows) lockers.add(r.instance_id);
       await new Promise((r) => setTimeout(r, 5));
     }
   })();
@@ -54,7 +55,7 @@ t.test('two instances: every attempt exactly once', async (t) => {
   );
   sampling = false;
   await sampler;
-  t.ok(lockers.size >= 2, `jobs were taken by both workers (${lockers.size} seen, ${ROWS} rows)`);
+  t.ok(lockers.size >= 2, `batches were taken by both instances (${lockers.size} seen, ${ROWS} rows)`);
 
   const log = await deliveries(b, hook.id, 1000);
   const byId = new Map<string, number>();

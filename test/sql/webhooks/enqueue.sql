@@ -1,7 +1,7 @@
 -- The trigger: transactional enqueue into the outbox (a rolled-back change leaves no row), the
 -- matching rules (events, table, *, inactive), the body of each event, the request id, the
 -- rights it needs (none: anon writes a watched table without any right on webhooks_private or
--- graphile_worker), and the drain that hands due rows to graphile-worker, one job per webhook.
+-- graphile_worker), and the drain's poll that takes due rows as batches of attempts, one per webhook.
 begin;
 select plan(30);
 
@@ -17,9 +17,10 @@ $$;
 create function pg_temp.body() returns jsonb language sql as $$
   select o.body::jsonb from webhooks_private.outbox o
 $$;
--- The webhooks__deliver jobs as graphile-worker's public view shows them.
-create function pg_temp.jobs() returns setof graphile_worker.jobs language sql as $$
-  select * from graphile_worker.jobs j where j.task_identifier = 'webhooks__deliver' order by j.id
+-- An instance's poll (claim_batches): the rows it took.
+create temp table claimed (c jsonb);
+create function pg_temp.claim(lim int, inst uuid default '00000000-0000-4000-8000-0000000000a0') returns int language sql as $$
+  insert into claimed select webhooks_private.claim_batches(lim, inst) returning (c->>'taken')::int
 $$;
 
 select is((select status from webhooks.create_hook('http://x.test/ins', '{INSERT}', 'wh_t', null)), 'ok', 'an INSERT webhook on wh_t');
@@ -42,18 +43,18 @@ select is(
   row('INSERT', 'wh_t', null::uuid, 1, true, true, null::text)::text,
   'the row: event, table, no delivery id yet, attempt 1, the change''s time, due at once, no request');
 
--- The drain: the due row becomes one webhooks__deliver job per webhook, each with its own delivery id.
-select is(webhooks_private.drain_outbox(100), 1, 'the drain takes the due row');
+-- The poll: the due row becomes one batch per webhook, each attempt with its own delivery id.
+select is(pg_temp.claim(100), 1, 'the poll takes the due row');
 select is((select count(*)::int from webhooks_private.outbox), 0, 'and deletes it from the outbox');
-select is((select count(*)::int from pg_temp.jobs()), 2, 'one webhooks__deliver job per matching webhook');
--- graphile-worker's public view omits the payload: read it (only) from its job table, by the view's ids.
+select is((select count(*)::int from webhooks_private.batches where instance_id = '00000000-0000-4000-8000-0000000000a0'), 2, 'one batch per matching webhook, the instance''s');
 select is(
-  (select array_agg(h.url order by h.url) || array[count(distinct i->>'d')::text, count(*)::text]
-     from graphile_worker._private_jobs p cross join lateral json_array_elements(p.payload->'items') i
-     join webhooks_private.hooks h on h.id = (i->>'w')::uuid
-    where p.id in (select id from pg_temp.jobs()) and (i->>'n')::int = 1 and (i->>'b')::jsonb = '{"event": "INSERT", "table": "wh_t", "record": {"id": 1, "v": "a"}}'::jsonb),
-  '{http://x.test/any,http://x.test/ins,2,2}', 'each job carries attempt 1 of the body for its webhook, under a delivery id of its own');
-select is(webhooks_private.drain_outbox(100), 0, 'a drained row is not drained again');
+  (select array_agg(b->>'url' order by b->>'url') || array[count(distinct i->>'d')::text, count(*)::text]
+     from claimed c cross join lateral jsonb_array_elements(c.c->'batches') b cross join lateral jsonb_array_elements(b->'items') i
+    where (i->>'n')::int = 1 and (i->>'b')::jsonb = '{"event": "INSERT", "table": "wh_t", "record": {"id": 1, "v": "a"}}'::jsonb
+      and (b->>'webhook')::uuid = (i->>'w')::uuid and b->>'repeat' = 'false'),
+  '{http://x.test/any,http://x.test/ins,2,2}', 'each batch carries attempt 1 of the body for its webhook (with its url), under a delivery id of its own');
+select is(pg_temp.claim(100), 0, 'a taken row is not taken again');
+delete from webhooks_private.batches;
 
 update public.wh_t set v = 'b';
 select is(pg_temp.urls(), '{http://x.test/any}', 'UPDATE: only the * events webhook');
@@ -95,15 +96,15 @@ delete from webhooks_private.outbox;
 -- An instance's poll records it awake while it takes rows (writers then send no wake-up) and
 -- no longer once a poll takes none.
 insert into public.wh_t values (4, 'd');
-select is(webhooks_private.drain_outbox(100, '00000000-0000-4000-8000-0000000000a1'), 1, 'an instance''s poll takes the due row');
+select is(pg_temp.claim(100, '00000000-0000-4000-8000-0000000000a1'), 1, 'an instance''s poll takes the due row');
 select ok((select d.awake_until > clock_timestamp() from webhooks_private.drains d where d.instance_id = '00000000-0000-4000-8000-0000000000a1'),
   'and records the instance awake');
-select is(webhooks_private.drain_outbox(100, '00000000-0000-4000-8000-0000000000a1'), 0, 'its next poll takes none');
+select is(pg_temp.claim(100, '00000000-0000-4000-8000-0000000000a1'), 0, 'its next poll takes none');
 select is((select count(*)::int from webhooks_private.drains), 0, 'and the instance is no longer recorded awake');
 
 -- A stopping instance is no longer awake at once (its attempts given back then wake the others).
 insert into public.wh_t values (5, 'e');
-select is(webhooks_private.drain_outbox(100, '00000000-0000-4000-8000-0000000000a1'), 1, 'a poll takes a row: awake again');
+select is(pg_temp.claim(100, '00000000-0000-4000-8000-0000000000a1'), 1, 'a poll takes a row: awake again');
 select webhooks_private.drain_stopped('00000000-0000-4000-8000-0000000000a1');
 select is((select count(*)::int from webhooks_private.drains), 0, 'drain_stopped: no longer recorded awake');
 
