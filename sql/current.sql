@@ -1,7 +1,1 @@
 -- Enter migration here
---!include webhooks/hooks.sql
---!include webhooks/outbox.sql
---!include webhooks/deliveries.sql
---!include webhooks/begin.sql
---!include webhooks/repeats.sql
---!include webhooks/enqueue.sql

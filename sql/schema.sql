@@ -7298,16 +7298,7 @@ CREATE FUNCTION webhooks.list_deliveries(webhook_id uuid, lim integer) RETURNS T
           'table', d.table_name,
           'state', d.state,
           'created_at', to_char(timezone('UTC', d.created_at), 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-          'attempts', (select coalesce(jsonb_agg(jsonb_build_object(
-                'attempt', a.attempt,
-                'status', a.status_code,
-                'error', a.error,
-                'duration_ms', a.duration_ms,
-                'request_id', a.request_id,
-                'repeat_possible', a.repeat_possible,
-                'attempted_at', to_char(timezone('UTC', a.attempted_at), 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
-                order by a.attempt), '[]'::jsonb)
-              from webhooks_private.attempts a where a.delivery_id = d.id))
+          'attempts', d.attempts)
           order by d.created_at desc, d.id desc), '[]'::jsonb)
         from (select * from webhooks_private.deliveries d0
                where d0.webhook_id = h.id
@@ -7397,7 +7388,7 @@ begin
     return query select 'not_failed'::text, null::integer;
     return;
   end if;
-  select coalesce(max(a.attempt), 0) + 1 into v_next from webhooks_private.attempts a where a.delivery_id = v_d.id;
+  v_next := pg_catalog.jsonb_array_length(v_d.attempts) + 1;
   update webhooks_private.deliveries d set state = 'pending', body = null, updated_at = pg_catalog.now() where d.id = v_d.id;
   perform webhooks_private.wake_drains();
   insert into webhooks_private.outbox (hooks, delivery_id, attempt, event, table_name, created_at, body, request_id)
@@ -7432,143 +7423,97 @@ $$;
 COMMENT ON FUNCTION webhooks_private.any_active_hook() IS 'Whether any webhook is active or any outbox row waits: the instances poll the outbox only then.';
 
 --
--- Name: attempt_repeat_possible(); Type: FUNCTION; Schema: webhooks_private; Owner: -
+-- Name: claim_batches(integer, uuid); Type: FUNCTION; Schema: webhooks_private; Owner: -
 --
 
-CREATE FUNCTION webhooks_private.attempt_repeat_possible() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-begin
-  -- A released job carries its attempts as {"items": [{"d": delivery, "n": attempt, …}, …]}.
-  -- The rows stay (several attempts share one); release_instance drops them after a day.
-  new.repeat_possible := exists (
-    select 1 from plinth_private.released_jobs r
-     cross join lateral pg_catalog.json_array_elements(r.payload -> 'items') i(item)
-     where r.task = 'webhooks__deliver'
-       and i.item ->> 'd' = new.delivery_id::text
-       and (i.item ->> 'n')::integer = new.attempt);
-  return new;
-end
-$$;
-
---
--- Name: begin_attempts(jsonb); Type: FUNCTION; Schema: webhooks_private; Owner: -
---
-
-CREATE FUNCTION webhooks_private.begin_attempts(items jsonb) RETURNS TABLE(status text, url text, secret text)
-    LANGUAGE sql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-  select case
-      when h.id is null or not h.active then 'gone'
-      when exists (select 1 from webhooks_private.attempts a
-                    where a.delivery_id = (x.v->>'d')::uuid and a.attempt >= (x.v->>'n')::integer)
-        or exists (select 1 from webhooks_private.deliveries d
-                    where d.id = (x.v->>'d')::uuid and d.state <> 'pending') then 'done'
-      else 'ok' end,
-    case when h.active then h.url end,
-    case when h.active then h.secret end
-  from pg_catalog.jsonb_array_elements(begin_attempts.items) with ordinality x(v, ord)
-  left join webhooks_private.hooks h on h.id = (x.v->>'w')::uuid
-  order by x.ord
-$$;
-
---
--- Name: FUNCTION begin_attempts(items jsonb); Type: COMMENT; Schema: webhooks_private; Owner: -
---
-
-COMMENT ON FUNCTION webhooks_private.begin_attempts(items jsonb) IS 'For each attempt of a batch, in its order: where and with which secret it goes, if it is still due. Status: ok | gone | done.';
-
---
--- Name: drain_outbox(integer); Type: FUNCTION; Schema: webhooks_private; Owner: -
---
-
-CREATE FUNCTION webhooks_private.drain_outbox(lim integer) RETURNS integer
+CREATE FUNCTION webhooks_private.claim_batches(lim integer, instance_id uuid) RETURNS jsonb
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-  v_rows integer;
-  v_specs graphile_worker.job_spec[];
   v_ids bigint[];
+  v_rows integer;
+  v_orphans jsonb;
+  v_new jsonb;
 begin
+  -- Batches of an instance gone from the registry (a grace of 2 s for one registering now).
+  with orphans as (
+    update webhooks_private.batches b set instance_id = claim_batches.instance_id, repeat = true, taken_at = pg_catalog.now()
+     where b.id in (select b2.id from webhooks_private.batches b2
+                     where b2.instance_id <> claim_batches.instance_id
+                       and b2.taken_at < pg_catalog.now() - interval '2 seconds'
+                       and not exists (select 1 from plinth_private.instances i where i.id = b2.instance_id)
+                     order by b2.id
+                     for update skip locked)
+    returning b.*
+  )
+  select pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', o.id, 'webhook', o.webhook_id, 'url', h.url, 'secret', h.secret,
+           'repeat', true, 'items', o.items) order by o.id)
+    into v_orphans
+    from orphans o left join webhooks_private.hooks h on h.id = o.webhook_id and h.active;
   -- The later attempts that are due (few: retries, attempts given back, redeliveries), then
   -- the changes, oldest first (outbox_later_due_at_id_idx, then the primary key).
   v_ids := array(select o.id from webhooks_private.outbox o
                   where o.delivery_id is not null and o.due_at <= pg_catalog.now()
                   order by o.due_at, o.id
-                  limit greatest(drain_outbox.lim, 1)
+                  limit greatest(claim_batches.lim, 1)
                   for update skip locked);
-  if pg_catalog.cardinality(v_ids) < greatest(drain_outbox.lim, 1) then
+  if pg_catalog.cardinality(v_ids) < greatest(claim_batches.lim, 1) then
     v_ids := v_ids || array(select o.id from webhooks_private.outbox o
                              where o.delivery_id is null
                              order by o.id
-                             limit greatest(drain_outbox.lim, 1) - pg_catalog.cardinality(v_ids)
+                             limit greatest(claim_batches.lim, 1) - pg_catalog.cardinality(v_ids)
                              for update skip locked);
   end if;
   with taken as (
     delete from webhooks_private.outbox o where o.id = any (v_ids)
     returning o.*
   ), items as (
-    select t.due_at, t.id, h.i, h.w,
-      pg_catalog.json_build_object('d', coalesce(t.delivery_id, pg_catalog.gen_random_uuid()), 'w', h.w, 'n', t.attempt,
-        'e', t.event, 't', t.table_name, 'c', t.created_at, 'b', t.body, 'r', t.request_id) as item,
-      (pg_catalog.row_number() over (partition by h.w order by t.due_at, t.id, h.i) - 1) / 25 as chunk
-    from taken t cross join lateral pg_catalog.unnest(t.hooks) with ordinality h(w, i)
-  ), jobs as (
-    select min(x.due_at) as due_at, min(x.id) as first_id,
-      pg_catalog.json_build_object('items', pg_catalog.json_agg(x.item order by x.due_at, x.id, x.i)) as payload
-    from items x group by x.w, x.chunk
+    select t.due_at, t.id, x.i, x.w, t.delivery_id, t.attempt,
+      pg_catalog.jsonb_build_object('d', coalesce(t.delivery_id, pg_catalog.gen_random_uuid()), 'w', x.w, 'n', t.attempt,
+        'e', t.event, 't', t.table_name, 'c', t.created_at, 'b', t.body, 'r', t.request_id) as item
+    from taken t cross join lateral pg_catalog.unnest(t.hooks) with ordinality x(w, i)
+  ), due as (
+    select x.*, (pg_catalog.row_number() over (partition by x.w order by x.due_at, x.id, x.i) - 1) / 100 as chunk
+      from items x join webhooks_private.hooks h on h.id = x.w and h.active
+     where x.delivery_id is null
+        or not exists (select 1 from webhooks_private.deliveries d
+                        where d.id = x.delivery_id
+                          and (d.state <> 'pending' or pg_catalog.jsonb_array_length(d.attempts) >= x.attempt))
+  ), made as (
+    insert into webhooks_private.batches (instance_id, webhook_id, items)
+      select claim_batches.instance_id, x.w, pg_catalog.jsonb_agg(x.item order by x.due_at, x.id, x.i)
+        from due x group by x.w, x.chunk
+        order by min(x.due_at), min(x.id)
+    returning *
   )
   select (select count(*)::integer from taken),
-         (select array_agg(row('webhooks__deliver', j.payload, null, null, 25, null, null, null)::graphile_worker.job_spec
-                   order by j.due_at, j.first_id) from jobs j)
-    into v_rows, v_specs;
-  if v_specs is not null then
-    perform graphile_worker.add_jobs(v_specs);
-  end if;
-  return v_rows;
-end
-$$;
-
---
--- Name: FUNCTION drain_outbox(lim integer); Type: COMMENT; Schema: webhooks_private; Owner: -
---
-
-COMMENT ON FUNCTION webhooks_private.drain_outbox(lim integer) IS 'Hand up to lim due outbox rows to graphile-worker (add_jobs; a job carries up to 25 attempts of one webhook). Returns the rows taken.';
-
---
--- Name: drain_outbox(integer, uuid); Type: FUNCTION; Schema: webhooks_private; Owner: -
---
-
-CREATE FUNCTION webhooks_private.drain_outbox(lim integer, instance_id uuid) RETURNS integer
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-  v_rows integer := webhooks_private.drain_outbox(drain_outbox.lim);
-begin
+         (select pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', m.id, 'webhook', m.webhook_id, 'url', h.url, 'secret', h.secret,
+                   'repeat', false, 'items', m.items) order by m.id)
+            from made m join webhooks_private.hooks h on h.id = m.webhook_id)
+    into v_rows, v_new;
+  -- The instance is awake while it takes rows (see `drains`), no longer after a poll that took none.
   if v_rows > 0 then
-    if not exists (select 1 from webhooks_private.drains d where d.instance_id = drain_outbox.instance_id
+    if not exists (select 1 from webhooks_private.drains d where d.instance_id = claim_batches.instance_id
                    and d.awake_until > pg_catalog.clock_timestamp() + interval '500 milliseconds') then
       insert into webhooks_private.drains as d (instance_id, awake_until)
-        values (drain_outbox.instance_id, pg_catalog.clock_timestamp() + interval '1 second')
+        values (claim_batches.instance_id, pg_catalog.clock_timestamp() + interval '1 second')
       on conflict on constraint drains_pkey do update set awake_until = excluded.awake_until;
     end if;
   else
     delete from webhooks_private.drains d
-     where d.instance_id = drain_outbox.instance_id or d.awake_until < pg_catalog.clock_timestamp() - interval '1 minute';
+     where d.instance_id = claim_batches.instance_id or d.awake_until < pg_catalog.clock_timestamp() - interval '1 minute';
   end if;
-  return v_rows;
+  return pg_catalog.jsonb_build_object('taken', v_rows,
+    'batches', coalesce(v_orphans, '[]'::jsonb) || coalesce(v_new, '[]'::jsonb));
 end
 $$;
 
 --
--- Name: FUNCTION drain_outbox(lim integer, instance_id uuid); Type: COMMENT; Schema: webhooks_private; Owner: -
+-- Name: FUNCTION claim_batches(lim integer, instance_id uuid); Type: COMMENT; Schema: webhooks_private; Owner: -
 --
 
-COMMENT ON FUNCTION webhooks_private.drain_outbox(lim integer, instance_id uuid) IS 'An instance''s poll: drain_outbox(lim), recording the instance awake (webhooks_private.drains) while it takes rows. Returns the rows taken.';
+COMMENT ON FUNCTION webhooks_private.claim_batches(lim integer, instance_id uuid) IS 'An instance''s poll: up to lim due outbox rows become its batches of attempts (up to 100 of one webhook), with the batches of unregistered instances taken over. Returns {taken, batches}.';
 
 --
 -- Name: drain_stopped(uuid); Type: FUNCTION; Schema: webhooks_private; Owner: -
@@ -7586,6 +7531,70 @@ $$;
 --
 
 COMMENT ON FUNCTION webhooks_private.drain_stopped(instance_id uuid) IS 'plinth: a stopping instance''s drain is no longer awake (webhooks_private.drains).';
+
+--
+-- Name: finish_batch(bigint, uuid, jsonb, integer[], integer); Type: FUNCTION; Schema: webhooks_private; Owner: -
+--
+
+CREATE FUNCTION webhooks_private.finish_batch(batch_id bigint, instance_id uuid, outcomes jsonb, delays_ms integer[], give_back_ms integer DEFAULT 0) RETURNS text[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_b webhooks_private.batches;
+  v_out text[];
+begin
+  delete from webhooks_private.batches b
+   where b.id = finish_batch.batch_id and b.instance_id = finish_batch.instance_id
+  returning b.* into v_b;
+  if not found then
+    return array['taken'];
+  end if;
+  -- The webhook must outlive this transaction (a concurrent delete waits for it).
+  perform 1 from webhooks_private.hooks h where h.id = v_b.webhook_id for key share;
+  if not found then
+    return array['gone'];
+  end if;
+  with x as (
+    select i.ord, (i.v->>'d')::uuid as d, (i.v->>'n')::integer as n, i.v->>'e' as e, i.v->>'t' as t,
+      (i.v->>'c')::timestamptz as c, i.v->>'b' as b, i.v->>'r' as r, o.v as o,
+      case when o.v is null then 'given_back'
+           when (o.v->>'s')::integer between 200 and 299 then 'delivered'
+           when (i.v->>'n')::integer > coalesce(pg_catalog.cardinality(finish_batch.delays_ms), 0) then 'failed'
+           else 'pending' end as state
+    from pg_catalog.jsonb_array_elements(v_b.items) with ordinality i(v, ord)
+    left join (select y.v->>'d' as d, y.v from pg_catalog.jsonb_array_elements(finish_batch.outcomes) y(v)) o on o.d = i.v->>'d'
+  ), logged as (
+    insert into webhooks_private.deliveries as dd (id, webhook_id, event, table_name, state, created_at, body, attempts)
+      select x.d, v_b.webhook_id, x.e, x.t, x.state, x.c, case when x.state = 'failed' then x.b end,
+        pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+          'attempt', x.n, 'status', (x.o->>'s')::integer, 'error', x.o->>'x',
+          'duration_ms', greatest((x.o->>'ms')::integer, 0), 'request_id', x.r, 'repeat_possible', v_b.repeat,
+          'attempted_at', pg_catalog.to_char(pg_catalog.timezone('UTC', (x.o->>'at')::timestamptz), 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
+        from x where x.state <> 'given_back' order by x.ord
+      on conflict (id) do update
+        set attempts = dd.attempts || excluded.attempts, state = excluded.state, updated_at = pg_catalog.now(), body = excluded.body
+        where dd.state = 'pending' and pg_catalog.jsonb_array_length(dd.attempts) < (excluded.attempts -> 0 ->> 'attempt')::integer
+  ), later as (
+    insert into webhooks_private.outbox (hooks, delivery_id, attempt, event, table_name, created_at, body, request_id, due_at)
+      select array[v_b.webhook_id], x.d, case when x.state = 'pending' then x.n + 1 else x.n end, x.e, x.t, x.c, x.b, x.r,
+        pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => case when x.state = 'pending'
+          then finish_batch.delays_ms[x.n] else greatest(finish_batch.give_back_ms, 0) end / 1000.0)
+        from x where x.state in ('pending', 'given_back') order by x.ord
+  )
+  select pg_catalog.array_agg(case x.state when 'pending' then 'retry' else x.state end order by x.ord) into v_out from x;
+  if 'given_back' = any (v_out) then
+    perform webhooks_private.wake_drains();
+  end if;
+  return coalesce(v_out, '{}');
+end
+$$;
+
+--
+-- Name: FUNCTION finish_batch(batch_id bigint, instance_id uuid, outcomes jsonb, delays_ms integer[], give_back_ms integer); Type: COMMENT; Schema: webhooks_private; Owner: -
+--
+
+COMMENT ON FUNCTION webhooks_private.finish_batch(batch_id bigint, instance_id uuid, outcomes jsonb, delays_ms integer[], give_back_ms integer) IS 'End a batch of attempts: record each (delivered; next attempt queued after delays_ms[attempt]; failed after the last) or give it back. Statuses in the batch''s order, or {taken} / {gone}.';
 
 --
 -- Name: hooks; Type: TABLE; Schema: webhooks_private; Owner: -
@@ -7666,155 +7675,24 @@ $$;
 COMMENT ON FUNCTION webhooks_private.outbox_next_due_ms() IS 'Milliseconds until the earliest outbox row is due (0: now); null when the outbox is empty.';
 
 --
--- Name: record_attempt(uuid, uuid, integer, text, text, timestamp with time zone, integer, text, integer, timestamp with time zone, text, text, integer[]); Type: FUNCTION; Schema: webhooks_private; Owner: -
+-- Name: requeue_items(json); Type: FUNCTION; Schema: webhooks_private; Owner: -
 --
 
-CREATE FUNCTION webhooks_private.record_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, status_code integer, error text, duration_ms integer, attempted_at timestamp with time zone, body text, request_id text, delays_ms integer[]) RETURNS text
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-  v_state text := case when record_attempt.status_code between 200 and 299 then 'delivered'
-                       when record_attempt.attempt > coalesce(pg_catalog.cardinality(record_attempt.delays_ms), 0) then 'failed'
-                       else 'pending' end;
-  v_new boolean;
-begin
-  -- The webhook must outlive this transaction (a concurrent delete waits for it).
-  perform 1 from webhooks_private.hooks h where h.id = record_attempt.webhook_id for key share;
-  if not found then
-    return 'gone';
-  end if;
-  -- The first attempt creates the delivery already in its state (the common case: one insert each).
-  insert into webhooks_private.deliveries as d (id, webhook_id, event, table_name, state, created_at, body)
-    values (record_attempt.delivery_id, record_attempt.webhook_id, record_attempt.event, record_attempt.table_name,
-      v_state, record_attempt.created_at, case when v_state = 'failed' then record_attempt.body end)
-    on conflict (id) do nothing;
-  v_new := found;
-  insert into webhooks_private.attempts (delivery_id, attempt, status_code, error, duration_ms, attempted_at, request_id)
-    values (record_attempt.delivery_id, record_attempt.attempt, record_attempt.status_code,
-      record_attempt.error,
-      greatest(record_attempt.duration_ms, 0), record_attempt.attempted_at, record_attempt.request_id)
-    on conflict do nothing;
-  if not found then
-    return 'duplicate';
-  end if;
-  if v_state = 'pending' then
-    insert into webhooks_private.outbox (hooks, delivery_id, attempt, event, table_name, created_at, body, request_id, due_at)
-      values (array[record_attempt.webhook_id], record_attempt.delivery_id, record_attempt.attempt + 1, record_attempt.event,
-        record_attempt.table_name, record_attempt.created_at, record_attempt.body, record_attempt.request_id,
-        pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => record_attempt.delays_ms[record_attempt.attempt] / 1000.0));
-  elsif not v_new then
-    update webhooks_private.deliveries d
-       set state = v_state, updated_at = pg_catalog.now(),
-           body = case when v_state = 'failed' then record_attempt.body end
-     where d.id = record_attempt.delivery_id and d.state = 'pending';
-  end if;
-  return case v_state when 'pending' then 'retry' else v_state end;
-end
-$$;
-
---
--- Name: FUNCTION record_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, status_code integer, error text, duration_ms integer, attempted_at timestamp with time zone, body text, request_id text, delays_ms integer[]); Type: COMMENT; Schema: webhooks_private; Owner: -
---
-
-COMMENT ON FUNCTION webhooks_private.record_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, status_code integer, error text, duration_ms integer, attempted_at timestamp with time zone, body text, request_id text, delays_ms integer[]) IS 'Record a delivery attempt and move the delivery on (delivered; next attempt queued after delays_ms[attempt]; failed after the last). Status: delivered | retry | failed | duplicate | gone.';
-
---
--- Name: record_attempts(jsonb, integer[]); Type: FUNCTION; Schema: webhooks_private; Owner: -
---
-
-CREATE FUNCTION webhooks_private.record_attempts(items jsonb, delays_ms integer[]) RETURNS text[]
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-  v jsonb;
-  v_out text[] := '{}';
-begin
-  -- A batch naming one delivery twice (never made by the drain) goes one attempt at a time, in order.
-  if (select count(distinct x.v->>'d') <> count(*) from pg_catalog.jsonb_array_elements(record_attempts.items) x(v)) then
-    for v in select x.v from pg_catalog.jsonb_array_elements(record_attempts.items) with ordinality x(v, ord) order by x.ord loop
-      v_out := v_out || webhooks_private.record_attempt((v->>'w')::uuid, (v->>'d')::uuid, (v->>'n')::integer, v->>'e', v->>'t',
-        (v->>'c')::timestamptz, (v->>'s')::integer, v->>'x', (v->>'ms')::integer, (v->>'at')::timestamptz, v->>'b', v->>'r',
-        record_attempts.delays_ms);
-    end loop;
-    return v_out;
-  end if;
-  -- record_attempt for the whole batch in one statement: a statement per table, not per attempt.
-  with x as (
-    select x.ord, (x.v->>'w')::uuid as w, (x.v->>'d')::uuid as d, (x.v->>'n')::integer as n, x.v->>'e' as e, x.v->>'t' as t,
-      (x.v->>'c')::timestamptz as c, (x.v->>'s')::integer as s, x.v->>'x' as err, greatest((x.v->>'ms')::integer, 0) as ms,
-      (x.v->>'at')::timestamptz as at, x.v->>'b' as b, x.v->>'r' as r,
-      case when (x.v->>'s')::integer between 200 and 299 then 'delivered'
-           when (x.v->>'n')::integer > coalesce(pg_catalog.cardinality(record_attempts.delays_ms), 0) then 'failed'
-           else 'pending' end as state
-    from pg_catalog.jsonb_array_elements(record_attempts.items) with ordinality x(v, ord)
-  ), live as (
-    -- The webhooks must outlive this transaction (a concurrent delete waits for it).
-    select x.* from x where x.w in (select h.id from webhooks_private.hooks h
-                                     where h.id in (select x2.w from x x2) for key share)
-  ), new_deliveries as (
-    insert into webhooks_private.deliveries as dd (id, webhook_id, event, table_name, state, created_at, body)
-      select l.d, l.w, l.e, l.t, l.state, l.c, case when l.state = 'failed' then l.b end from live l order by l.ord
-      on conflict (id) do nothing
-      returning dd.id
-  ), new_attempts as (
-    insert into webhooks_private.attempts (delivery_id, attempt, status_code, error, duration_ms, attempted_at, request_id)
-      select l.d, l.n, l.s, l.err, l.ms, l.at, l.r from live l order by l.ord
-      on conflict do nothing
-      returning delivery_id
-  ), recorded as (
-    select l.*, (l.d in (select nd.id from new_deliveries nd)) as is_new from live l
-     where l.d in (select na.delivery_id from new_attempts na)
-  ), retries as (
-    insert into webhooks_private.outbox (hooks, delivery_id, attempt, event, table_name, created_at, body, request_id, due_at)
-      select array[r.w], r.d, r.n + 1, r.e, r.t, r.c, r.b, r.r,
-        pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => record_attempts.delays_ms[r.n] / 1000.0)
-        from recorded r where r.state = 'pending' order by r.ord
-  ), ended as (
-    update webhooks_private.deliveries dd
-       set state = r.state, updated_at = pg_catalog.now(), body = case when r.state = 'failed' then r.b end
-      from recorded r
-     where r.state <> 'pending' and not r.is_new and dd.id = r.d and dd.state = 'pending'
-  )
-  -- (retries and ended run to completion unread, as every data-modifying WITH does.)
-  select pg_catalog.array_agg(case
-           when x.w not in (select l.w from live l) then 'gone'
-           when x.d not in (select r.d from recorded r) then 'duplicate'
-           when x.state = 'pending' then 'retry'
-           else x.state end order by x.ord)
-    into v_out
-    from x;
-  return coalesce(v_out, '{}');
-end
-$$;
-
---
--- Name: FUNCTION record_attempts(items jsonb, delays_ms integer[]); Type: COMMENT; Schema: webhooks_private; Owner: -
---
-
-COMMENT ON FUNCTION webhooks_private.record_attempts(items jsonb, delays_ms integer[]) IS 'record_attempt for each attempt of a batch, in one transaction (one statement per table); their statuses in order.';
-
---
--- Name: requeue_attempt(uuid, uuid, integer, text, text, timestamp with time zone, text, integer, text); Type: FUNCTION; Schema: webhooks_private; Owner: -
---
-
-CREATE FUNCTION webhooks_private.requeue_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, body text, delay_ms integer, request_id text DEFAULT NULL::text) RETURNS void
+CREATE FUNCTION webhooks_private.requeue_items(items json) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   select webhooks_private.wake_drains();
-  insert into webhooks_private.outbox (hooks, delivery_id, attempt, event, table_name, created_at, body, request_id, due_at)
-    values (array[requeue_attempt.webhook_id], requeue_attempt.delivery_id, requeue_attempt.attempt, requeue_attempt.event,
-      requeue_attempt.table_name, requeue_attempt.created_at, requeue_attempt.body, requeue_attempt.request_id,
-      pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => requeue_attempt.delay_ms / 1000.0))
+  insert into webhooks_private.outbox (hooks, delivery_id, attempt, event, table_name, created_at, body, request_id)
+    select array[(i.v->>'w')::uuid], (i.v->>'d')::uuid, (i.v->>'n')::integer, i.v->>'e', i.v->>'t', (i.v->>'c')::timestamptz, i.v->>'b', i.v->>'r'
+      from pg_catalog.json_array_elements(requeue_items.items) i(v)
 $$;
 
 --
--- Name: FUNCTION requeue_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, body text, delay_ms integer, request_id text); Type: COMMENT; Schema: webhooks_private; Owner: -
+-- Name: FUNCTION requeue_items(items json); Type: COMMENT; Schema: webhooks_private; Owner: -
 --
 
-COMMENT ON FUNCTION webhooks_private.requeue_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, body text, delay_ms integer, request_id text) IS 'Give an attempt back to the outbox, unrecorded (the instance making it is stopping).';
+COMMENT ON FUNCTION webhooks_private.requeue_items(items json) IS 'plinth: attempts of a job of the former webhooks__deliver task, back to the outbox.';
 
 --
 -- Name: sync_trigger(text); Type: FUNCTION; Schema: webhooks_private; Owner: -
@@ -7850,7 +7728,7 @@ begin
       sync_trigger.table_name, v_args[1], v_args[2], v_args[3]);
     execute pg_catalog.format(
       'comment on trigger _900_plinth_webhooks on public.%I is %L',
-      sync_trigger.table_name, 'plinth: writes each change to the webhook outbox in the same transaction (drained into webhooks__deliver jobs); its arguments name the webhooks of INSERT, UPDATE and DELETE; removed with the table''s last webhook.');
+      sync_trigger.table_name, 'plinth: writes each change to the webhook outbox in the same transaction (taken by the instances'' drains); its arguments name the webhooks of INSERT, UPDATE and DELETE; removed with the table''s last webhook.');
   elsif v_present is not null then
     execute pg_catalog.format('drop trigger _900_plinth_webhooks on public.%I', sync_trigger.table_name);
   end if;
@@ -7936,7 +7814,7 @@ $$;
 -- Name: FUNCTION tg__enqueue(); Type: COMMENT; Schema: webhooks_private; Owner: -
 --
 
-COMMENT ON FUNCTION webhooks_private.tg__enqueue() IS 'plinth: trigger of watched tables (arguments: the webhooks of INSERT, UPDATE, DELETE); appends the change to webhooks_private.outbox for the webhooks it matches (drained into webhooks__deliver jobs).';
+COMMENT ON FUNCTION webhooks_private.tg__enqueue() IS 'plinth: trigger of watched tables (arguments: the webhooks of INSERT, UPDATE, DELETE); appends the change to webhooks_private.outbox for the webhooks it matches (taken by the instances'' drains).';
 
 --
 -- Name: tg__hooks_changed(); Type: FUNCTION; Schema: webhooks_private; Owner: -
@@ -8732,43 +8610,6 @@ CREATE TABLE storage_private.upload_tokens (
 COMMENT ON TABLE storage_private.upload_tokens IS 'Signed upload tokens already used, kept until they expire.';
 
 --
--- Name: attempts; Type: TABLE; Schema: webhooks_private; Owner: -
---
-
-CREATE TABLE webhooks_private.attempts (
-    delivery_id uuid NOT NULL,
-    attempt smallint NOT NULL,
-    status_code integer,
-    error text,
-    duration_ms integer NOT NULL,
-    attempted_at timestamp with time zone NOT NULL,
-    request_id text,
-    repeat_possible boolean DEFAULT false NOT NULL,
-    CONSTRAINT attempts_attempt_check CHECK ((attempt >= 1)),
-    CONSTRAINT attempts_duration_check CHECK ((duration_ms >= 0)),
-    CONSTRAINT attempts_outcome_check CHECK (((status_code IS NOT NULL) OR (error IS NOT NULL))),
-    CONSTRAINT attempts_status_code_check CHECK (((status_code IS NULL) OR ((status_code >= 100) AND (status_code <= 999))))
-);
-
---
--- Name: TABLE attempts; Type: COMMENT; Schema: webhooks_private; Owner: -
---
-
-COMMENT ON TABLE webhooks_private.attempts IS 'plinth: every delivery attempt: the HTTP status, or the error (network error, timeout), its duration and time.';
-
---
--- Name: COLUMN attempts.request_id; Type: COMMENT; Schema: webhooks_private; Owner: -
---
-
-COMMENT ON COLUMN webhooks_private.attempts.request_id IS 'The id (X-Request-Id) of the request whose change caused the delivery; null when no request did (SQL run outside the API).';
-
---
--- Name: COLUMN attempts.repeat_possible; Type: COMMENT; Schema: webhooks_private; Owner: -
---
-
-COMMENT ON COLUMN webhooks_private.attempts.repeat_possible IS 'The attempt ran again after the instance that first took it died before recording it: the receiver may have seen it twice.';
-
---
 -- Name: deliveries; Type: TABLE; Schema: webhooks_private; Owner: -
 --
 
@@ -8781,6 +8622,7 @@ CREATE TABLE webhooks_private.deliveries (
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     body text,
+    attempts jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT deliveries_event_check CHECK ((event = ANY (ARRAY['INSERT'::text, 'UPDATE'::text, 'DELETE'::text]))),
     CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
 );
@@ -8804,6 +8646,12 @@ COMMENT ON COLUMN webhooks_private.deliveries.created_at IS 'When the change tha
 COMMENT ON COLUMN webhooks_private.deliveries.body IS 'The request body of a failed delivery (what a redelivery sends); null otherwise.';
 
 --
+-- Name: COLUMN deliveries.attempts; Type: COMMENT; Schema: webhooks_private; Owner: -
+--
+
+COMMENT ON COLUMN webhooks_private.deliveries.attempts IS 'The attempts, oldest first: {attempt, status, error, duration_ms, request_id, repeat_possible, attempted_at} each (the delivery log''s shape).';
+
+--
 -- Name: deliveries; Type: VIEW; Schema: webhooks; Owner: -
 --
 
@@ -8815,9 +8663,7 @@ CREATE VIEW webhooks.deliveries AS
     d.state,
     d.created_at,
     d.updated_at,
-    ( SELECT COALESCE(jsonb_agg(jsonb_build_object('attempt', a.attempt, 'status', a.status_code, 'error', a.error, 'duration_ms', a.duration_ms, 'attempted_at', a.attempted_at, 'request_id', a.request_id, 'repeat_possible', a.repeat_possible) ORDER BY a.attempt), '[]'::jsonb) AS "coalesce"
-           FROM webhooks_private.attempts a
-          WHERE (a.delivery_id = d.id)) AS attempts
+    d.attempts
    FROM webhooks_private.deliveries d;
 
 --
@@ -8831,15 +8677,16 @@ COMMENT ON VIEW webhooks.deliveries IS 'plinth: the webhook delivery log (readab
 --
 
 CREATE VIEW webhooks.delivery_attempts AS
- SELECT a.delivery_id,
+ SELECT d.id AS delivery_id,
     a.attempt,
-    a.status_code,
+    a.status AS status_code,
     a.error,
     a.duration_ms,
     a.attempted_at,
     a.request_id,
     a.repeat_possible
-   FROM webhooks_private.attempts a;
+   FROM (webhooks_private.deliveries d
+     CROSS JOIN LATERAL jsonb_to_recordset(d.attempts) a(attempt integer, status integer, error text, duration_ms integer, attempted_at timestamp with time zone, request_id text, repeat_possible boolean));
 
 --
 -- Name: VIEW delivery_attempts; Type: COMMENT; Schema: webhooks; Owner: -
@@ -8865,6 +8712,38 @@ CREATE VIEW webhooks.hooks AS
 --
 
 COMMENT ON VIEW webhooks.hooks IS 'plinth: registered webhooks without their secrets (readable by service_role).';
+
+--
+-- Name: batches; Type: TABLE; Schema: webhooks_private; Owner: -
+--
+
+CREATE TABLE webhooks_private.batches (
+    id bigint NOT NULL,
+    instance_id uuid NOT NULL,
+    webhook_id uuid NOT NULL,
+    items jsonb NOT NULL,
+    taken_at timestamp with time zone DEFAULT now() NOT NULL,
+    repeat boolean DEFAULT false NOT NULL
+);
+
+--
+-- Name: TABLE batches; Type: COMMENT; Schema: webhooks_private; Owner: -
+--
+
+COMMENT ON TABLE webhooks_private.batches IS 'plinth: webhook attempts an instance is making (up to 100 of one webhook); deleted when they are recorded.';
+
+--
+-- Name: batches_id_seq; Type: SEQUENCE; Schema: webhooks_private; Owner: -
+--
+
+ALTER TABLE webhooks_private.batches ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME webhooks_private.batches_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 --
 -- Name: drains; Type: TABLE; Schema: webhooks_private; Owner: -
@@ -8905,7 +8784,7 @@ CREATE TABLE webhooks_private.outbox (
 -- Name: TABLE outbox; Type: COMMENT; Schema: webhooks_private; Owner: -
 --
 
-COMMENT ON TABLE webhooks_private.outbox IS 'plinth: webhook attempts waiting to be handed to the job worker: a change (delivery_id null: one new delivery per webhook in hooks) or a later attempt of one delivery, due at due_at.';
+COMMENT ON TABLE webhooks_private.outbox IS 'plinth: webhook attempts waiting for a drain: a change (delivery_id null: one new delivery per webhook in hooks) or a later attempt of one delivery, due at due_at.';
 
 --
 -- Name: COLUMN outbox.hooks; Type: COMMENT; Schema: webhooks_private; Owner: -
@@ -9158,11 +9037,11 @@ ALTER TABLE ONLY storage_private.upload_tokens
     ADD CONSTRAINT upload_tokens_pkey PRIMARY KEY (jti);
 
 --
--- Name: attempts attempts_pkey; Type: CONSTRAINT; Schema: webhooks_private; Owner: -
+-- Name: batches batches_pkey; Type: CONSTRAINT; Schema: webhooks_private; Owner: -
 --
 
-ALTER TABLE ONLY webhooks_private.attempts
-    ADD CONSTRAINT attempts_pkey PRIMARY KEY (delivery_id, attempt);
+ALTER TABLE ONLY webhooks_private.batches
+    ADD CONSTRAINT batches_pkey PRIMARY KEY (id);
 
 --
 -- Name: deliveries deliveries_pkey; Type: CONSTRAINT; Schema: webhooks_private; Owner: -
@@ -9379,12 +9258,6 @@ CREATE TRIGGER chunk_copy_insert INSTEAD OF INSERT ON storage.chunk_copy FOR EAC
 CREATE TRIGGER _900_notify_cache AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON webhooks_private.hooks FOR EACH STATEMENT EXECUTE FUNCTION webhooks_private.tg__hooks_changed();
 
 --
--- Name: attempts attempts_repeat_possible; Type: TRIGGER; Schema: webhooks_private; Owner: -
---
-
-CREATE TRIGGER attempts_repeat_possible BEFORE INSERT ON webhooks_private.attempts FOR EACH ROW EXECUTE FUNCTION webhooks_private.attempt_repeat_possible();
-
---
 -- Name: mfa_challenges mfa_challenges_factor_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
 --
 
@@ -9474,13 +9347,6 @@ ALTER TABLE ONLY storage_private.chunks
 
 ALTER TABLE ONLY storage_private.resumable_parts
     ADD CONSTRAINT resumable_parts_upload_id_fkey FOREIGN KEY (upload_id) REFERENCES storage_private.resumable_uploads(id) ON DELETE CASCADE;
-
---
--- Name: attempts attempts_delivery_id_fkey; Type: FK CONSTRAINT; Schema: webhooks_private; Owner: -
---
-
-ALTER TABLE ONLY webhooks_private.attempts
-    ADD CONSTRAINT attempts_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES webhooks_private.deliveries(id) ON DELETE CASCADE;
 
 --
 -- Name: deliveries deliveries_webhook_id_fkey; Type: FK CONSTRAINT; Schema: webhooks_private; Owner: -
@@ -11324,34 +11190,22 @@ REVOKE ALL ON FUNCTION webhooks.redeliver(webhook_id uuid, delivery_id uuid, req
 REVOKE ALL ON FUNCTION webhooks_private.any_active_hook() FROM PUBLIC;
 
 --
--- Name: FUNCTION attempt_repeat_possible(); Type: ACL; Schema: webhooks_private; Owner: -
+-- Name: FUNCTION claim_batches(lim integer, instance_id uuid); Type: ACL; Schema: webhooks_private; Owner: -
 --
 
-REVOKE ALL ON FUNCTION webhooks_private.attempt_repeat_possible() FROM PUBLIC;
-
---
--- Name: FUNCTION begin_attempts(items jsonb); Type: ACL; Schema: webhooks_private; Owner: -
---
-
-REVOKE ALL ON FUNCTION webhooks_private.begin_attempts(items jsonb) FROM PUBLIC;
-
---
--- Name: FUNCTION drain_outbox(lim integer); Type: ACL; Schema: webhooks_private; Owner: -
---
-
-REVOKE ALL ON FUNCTION webhooks_private.drain_outbox(lim integer) FROM PUBLIC;
-
---
--- Name: FUNCTION drain_outbox(lim integer, instance_id uuid); Type: ACL; Schema: webhooks_private; Owner: -
---
-
-REVOKE ALL ON FUNCTION webhooks_private.drain_outbox(lim integer, instance_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION webhooks_private.claim_batches(lim integer, instance_id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION drain_stopped(instance_id uuid); Type: ACL; Schema: webhooks_private; Owner: -
 --
 
 REVOKE ALL ON FUNCTION webhooks_private.drain_stopped(instance_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION finish_batch(batch_id bigint, instance_id uuid, outcomes jsonb, delays_ms integer[], give_back_ms integer); Type: ACL; Schema: webhooks_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION webhooks_private.finish_batch(batch_id bigint, instance_id uuid, outcomes jsonb, delays_ms integer[], give_back_ms integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION hook_json(h webhooks_private.hooks); Type: ACL; Schema: webhooks_private; Owner: -
@@ -11366,22 +11220,10 @@ REVOKE ALL ON FUNCTION webhooks_private.hook_json(h webhooks_private.hooks) FROM
 REVOKE ALL ON FUNCTION webhooks_private.outbox_next_due_ms() FROM PUBLIC;
 
 --
--- Name: FUNCTION record_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, status_code integer, error text, duration_ms integer, attempted_at timestamp with time zone, body text, request_id text, delays_ms integer[]); Type: ACL; Schema: webhooks_private; Owner: -
+-- Name: FUNCTION requeue_items(items json); Type: ACL; Schema: webhooks_private; Owner: -
 --
 
-REVOKE ALL ON FUNCTION webhooks_private.record_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, status_code integer, error text, duration_ms integer, attempted_at timestamp with time zone, body text, request_id text, delays_ms integer[]) FROM PUBLIC;
-
---
--- Name: FUNCTION record_attempts(items jsonb, delays_ms integer[]); Type: ACL; Schema: webhooks_private; Owner: -
---
-
-REVOKE ALL ON FUNCTION webhooks_private.record_attempts(items jsonb, delays_ms integer[]) FROM PUBLIC;
-
---
--- Name: FUNCTION requeue_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, body text, delay_ms integer, request_id text); Type: ACL; Schema: webhooks_private; Owner: -
---
-
-REVOKE ALL ON FUNCTION webhooks_private.requeue_attempt(webhook_id uuid, delivery_id uuid, attempt integer, event text, table_name text, created_at timestamp with time zone, body text, delay_ms integer, request_id text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION webhooks_private.requeue_items(items json) FROM PUBLIC;
 
 --
 -- Name: FUNCTION sync_trigger(table_name text); Type: ACL; Schema: webhooks_private; Owner: -
