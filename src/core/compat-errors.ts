@@ -61,6 +61,13 @@ const GOTRUE: Record<string, GoTrueError> = {
   '422 Signups not allowed for otp': { status: 422, code: 'otp_disabled', msg: 'Signups not allowed for otp' },
   '400 phone sign-in is not supported': { status: 400, code: 'phone_provider_disabled', msg: 'Phone logins are disabled' },
   '400 redirect_to is not an allowed redirect URL': { status: 400, code: 'validation_failed', msg: 'redirect_to is not an allowed redirect URL' },
+  '404 invalid flow state, no valid flow state found': { status: 404, code: 'flow_state_not_found', msg: 'invalid flow state, no valid flow state found' },
+  '422 invalid flow state, flow state has expired': { status: 422, code: 'flow_state_expired', msg: 'invalid flow state, flow state has expired' },
+  '400 code challenge does not match previously saved code verifier': {
+    status: 400,
+    code: 'bad_code_verifier',
+    msg: 'code challenge does not match previously saved code verifier',
+  },
   '422 too many factors': { status: 422, code: 'too_many_enrolled_mfa_factors', msg: 'Maximum number of verified factors reached' },
 };
 

@@ -13,12 +13,18 @@ import { checkEmail } from '../validate.ts';
 import { compatEndSessions } from './db.ts';
 import { COMPAT_ERRORS, compatFragmentUrl, compatSession, compatUser, errorFragmentUrl, redirectTarget } from './shape.ts';
 import { isPlainObject, queryOf, sendSession, UUID, type Compat, type Hook } from './context.ts';
+import { codeRedirectUrl, linkAuthCode, pkceGrant, pkceOf } from './pkce.ts';
 
-/** POST /token?grant_type=…: auth-js puts the grant type in the query. */
-const grantFromQuery: Hook = async (req) => {
-  const g = queryOf(req).grant_type;
-  if (typeof g === 'string' && isPlainObject(req.body) && req.body.grant_type === undefined) req.body = { ...req.body, grant_type: g };
-};
+/** POST /token?grant_type=…: auth-js puts the grant type in the query; `pkce` is answered here (pkce.ts). */
+function grantFromQuery(c: Compat): Hook {
+  const pkce = pkceGrant(c);
+  return async (req, reply) => {
+    const g = queryOf(req).grant_type;
+    if (!isPlainObject(req.body)) return;
+    if (req.body.grant_type === 'pkce' || (g === 'pkce' && req.body.grant_type === undefined)) return pkce(req, reply);
+    if (typeof g === 'string' && req.body.grant_type === undefined) req.body = { ...req.body, grant_type: g };
+  };
+}
 
 /** POST /signup with neither email nor phone: signInAnonymously. */
 function anonymousSignup(c: Compat): Hook {
@@ -48,10 +54,17 @@ function verifyLink(c: Compat): Hook {
     const query = queryOf(req);
     if (query.type === undefined) return; // the interface's email verification
     const target = redirectTarget(c.deps.config, query.redirect_to);
-    const token = query.token;
-    const s = typeof token === 'string' && token !== '' ? await c.verify(req, query.type, hashToken(token)) : null;
-    const type = typeof query.type === 'string' ? query.type : '';
-    const location = s === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : compatFragmentUrl(target, s, type);
+    const token = typeof query.token === 'string' && query.token !== '' ? hashToken(query.token) : null;
+    const code = token === null ? null : await linkAuthCode(c, query.type, token);
+    let location: string;
+    if (code !== 'implicit') {
+      // A PKCE flow's link: the auth code on the redirect's query (exchangeCodeForSession).
+      location = code === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : codeRedirectUrl(target, code);
+    } else {
+      const s = await c.verify(req, query.type, token!);
+      const type = typeof query.type === 'string' ? query.type : '';
+      location = s === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : compatFragmentUrl(target, s, type);
+    }
     return reply.code(303).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').header('location', location).send();
   };
 }
@@ -61,8 +74,9 @@ function recover(c: Compat): Hook {
   return async (req, reply) => {
     const b = req.body as { email: string };
     checkEmail(b.email);
+    const pkce = pkceOf(b);
     const redirect = redirectTarget(c.deps.config, queryOf(req).redirect_to);
-    await c.sendLink(req, 'recovery', b.email, false, null, redirect); // the same answer whatever the status
+    await c.sendLink(req, 'recovery', b.email, false, null, redirect, pkce); // the same answer whatever the status
     return reply.code(200).send({});
   };
 }
@@ -97,7 +111,7 @@ export type HookStage = 'preValidation' | 'preHandler' | 'preSerialization';
 export function compatHooks(c: Compat): Record<string, Partial<Record<HookStage, unknown>>> {
   const shaped = reshape(c);
   return {
-    'POST /auth/v1/token': { preValidation: grantFromQuery, preSerialization: shaped },
+    'POST /auth/v1/token': { preValidation: grantFromQuery(c), preSerialization: shaped },
     'POST /auth/v1/signup': { preValidation: anonymousSignup(c), preSerialization: shaped },
     'GET /auth/v1/verify': { preHandler: verifyLink(c) },
     'POST /auth/v1/recover': { preHandler: recover(c) },

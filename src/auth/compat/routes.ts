@@ -7,7 +7,9 @@
  *   a guest sign-in; GET /verify with a `type` verifies and redirects with the session in
  *   the fragment; POST /recover honours `redirect_to`; POST /logout honours `scope`;
  *   sessions and users leave in GoTrue's shape;
- * - two routes of its own: POST /auth/v1/otp and POST /auth/v1/verify.
+ * - two routes of its own: POST /auth/v1/otp and POST /auth/v1/verify;
+ * - supabase-js's PKCE flow (pkce.ts): a challenge on /otp and /recover, `?code=` on the
+ *   link's redirect, POST /token?grant_type=pkce.
  * (PUT /auth/v1/user reaches PATCH's route: src/core/http.ts rewrites the method.)
  *
  * The state stays in SQL (sql/fixtures/auth/compat.sql and the one-time tokens).
@@ -22,6 +24,7 @@ import { hashToken } from '../tokens.ts';
 import { checkEmail } from '../validate.ts';
 import { codeHash, compatContext, isPlainObject, queryOf, sendSession } from './context.ts';
 import { compatHooks, type HookStage } from './hooks.ts';
+import { pkceOf } from './pkce.ts';
 import { COMPAT_ERRORS, redirectTarget } from './shape.ts';
 
 const AUTH_WINDOW_SECONDS = 60;
@@ -61,8 +64,9 @@ export function registerSupabaseCompat(app: FastifyInstance, deps: Deps): void {
     if (typeof b.email !== 'string') throw ERRORS.invalidBody();
     if (b.data !== undefined && b.data !== null && !isPlainObject(b.data)) throw ERRORS.invalidBody();
     checkEmail(b.email);
+    const pkce = pkceOf(b);
     const redirect = redirectTarget(config, queryOf(req).redirect_to);
-    const status = await c.sendLink(req, 'magic_link', b.email, b.create_user !== false, b.data ?? null, redirect);
+    const status = await c.sendLink(req, 'magic_link', b.email, b.create_user !== false, b.data ?? null, redirect, pkce);
     if (status === 'not_found' && b.create_user === false) throw COMPAT_ERRORS.signupsNotAllowedForOtp();
     return reply.code(200).send({});
   });
