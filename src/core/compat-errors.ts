@@ -68,6 +68,7 @@ const GOTRUE: Record<string, GoTrueError> = {
     code: 'bad_code_verifier',
     msg: 'code challenge does not match previously saved code verifier',
   },
+  '403 user is banned': { status: 400, code: 'user_banned', msg: 'User is banned' },
   '422 too many factors': { status: 422, code: 'too_many_enrolled_mfa_factors', msg: 'Maximum number of verified factors reached' },
 };
 

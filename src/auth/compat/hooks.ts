@@ -13,6 +13,7 @@ import { checkEmail } from '../validate.ts';
 import { compatEndSessions } from './db.ts';
 import { COMPAT_ERRORS, compatFragmentUrl, compatSession, compatUser, errorFragmentUrl, redirectTarget } from './shape.ts';
 import { isPlainObject, queryOf, sendSession, UUID, type Compat, type Hook } from './context.ts';
+import { adminHooks } from './admin.ts';
 import { codeRedirectUrl, linkAuthCode, pkceGrant, pkceOf } from './pkce.ts';
 
 /** POST /token?grant_type=…: auth-js puts the grant type in the query; `pkce` is answered here (pkce.ts). */
@@ -120,5 +121,9 @@ export function compatHooks(c: Compat): Record<string, Partial<Record<HookStage,
     'GET /auth/v1/user': { preSerialization: shaped },
     'PATCH /auth/v1/user': { preSerialization: shaped },
     'POST /auth/v1/factors/:id/verify': { preSerialization: shaped },
+    'GET /auth/v1/admin/users/:id': { preSerialization: shaped },
+    'PUT /auth/v1/admin/users/:id': { preSerialization: shaped },
+    'POST /auth/v1/invite': { preSerialization: shaped },
+    ...adminHooks(c),
   };
 }
