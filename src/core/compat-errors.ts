@@ -147,7 +147,9 @@ export function postgrestBody(err: AppError, method: string): Record<string, unk
     const rows = err.internal?.rows;
     details = typeof rows === 'number' ? `The result contains ${rows} rows` : 'The result contains 0 or more than 1 rows';
   }
-  return { code, message: err.publicMessage, details, hint: null };
+  // PostgreSQL's hint of a merging upsert given one key twice (21000): names nothing of the request.
+  const hint = code === '21000' ? 'Ensure that no rows proposed for insertion within the same command have duplicate constrained values.' : null;
+  return { code, message: err.publicMessage, details, hint };
 }
 
 /** A name the request itself wrote (a column, a relation of its select), as PostgREST quotes it: at most 63 characters. */

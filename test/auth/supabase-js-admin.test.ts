@@ -38,13 +38,14 @@ t.test('supabase-js auth.admin against SUPABASE_COMPAT=true', async (t) => {
   t.equal(dup.error?.code, 'user_already_exists');
 
   for (let i = 0; i < 2; i++) t.equal((await admin.createUser({ email: uniqueEmail('adm-page') })).error, null);
-  const page1 = await admin.listUsers({ page: 1, perPage: 2 });
-  t.equal(page1.error, null, 'listUsers');
+  const listed = await admin.listUsers({ page: 1, perPage: 2 });
+  t.equal(listed.error, null, 'listUsers');
+  const page1 = listed as { data: { users: { id: string; aud: string; identities?: unknown[] }[]; aud: string; total: number; nextPage?: number; lastPage?: number } };
   t.equal(page1.data.users.length, 2, 'a page of 2');
   t.equal(page1.data.aud, 'authenticated');
   t.ok(page1.data.total >= 3, 'the total');
-  t.equal((page1.data as { nextPage?: number }).nextPage, 2, 'the next page');
-  t.equal((page1.data as { lastPage?: number }).lastPage, Math.ceil(page1.data.total / 2), 'the last page');
+  t.equal(page1.data.nextPage, 2, 'the next page');
+  t.equal(page1.data.lastPage, Math.ceil(page1.data.total / 2), 'the last page');
   t.ok(page1.data.users.every((u) => u.aud === 'authenticated' && Array.isArray(u.identities)), 'GoTrue users');
   const all = await admin.listUsers({ perPage: 1000 });
   t.ok(all.data.users.some((u) => u.id === id), 'every user, on one page');

@@ -14,7 +14,7 @@ import { compatEndSessions } from './db.ts';
 import { COMPAT_ERRORS, compatFragmentUrl, compatSession, compatUser, errorFragmentUrl, redirectTarget } from './shape.ts';
 import { isPlainObject, queryOf, sendSession, UUID, type Compat, type Hook } from './context.ts';
 import { adminHooks } from './admin.ts';
-import { codeRedirectUrl, linkAuthCode, pkceGrant, pkceOf } from './pkce.ts';
+import { codeRedirectUrl, linkFlow, pkceGrant, pkceOf, type LinkFlow } from './pkce.ts';
 
 /** POST /token?grant_type=…: auth-js puts the grant type in the query; `pkce` is answered here (pkce.ts). */
 function grantFromQuery(c: Compat): Hook {
@@ -56,13 +56,12 @@ function verifyLink(c: Compat): Hook {
     if (query.type === undefined) return; // the interface's email verification
     const target = redirectTarget(c.deps.config, query.redirect_to);
     const token = typeof query.token === 'string' && query.token !== '' ? hashToken(query.token) : null;
-    const code = token === null ? null : await linkAuthCode(c, query.type, token);
+    const link: LinkFlow = token === null ? { flow: 'invalid' } : await linkFlow(c, query.type, token);
     let location: string;
-    if (code !== 'implicit') {
-      // A PKCE flow's link: the auth code on the redirect's query (exchangeCodeForSession).
-      location = code === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : codeRedirectUrl(target, code);
+    if (link.flow === 'pkce') {
+      location = codeRedirectUrl(target, link.code); // the auth code on the query: exchangeCodeForSession
     } else {
-      const s = await c.verify(req, query.type, token!);
+      const s = link.flow === 'implicit' ? await c.verify(req, query.type, token!) : null;
       const type = typeof query.type === 'string' ? query.type : '';
       location = s === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : compatFragmentUrl(target, s, type);
     }

@@ -41,18 +41,17 @@ export function pkceOf(b: Body): PkceChallenge | null {
   return { challenge: c, method };
 }
 
-/**
- * A mailed link of a PKCE flow: used, its auth code issued. 'implicit' when the link has no
- * flow state (the implicit flow goes on), null when the link is invalid.
- */
-export async function linkAuthCode(c: Compat, type: unknown, tokenHash: Buffer): Promise<string | 'implicit' | null> {
+/** What a mailed link is: a PKCE flow's (used, its auth code issued), an implicit one's, or invalid. */
+export type LinkFlow = { flow: 'pkce'; code: string } | { flow: 'implicit' } | { flow: 'invalid' };
+
+export async function linkFlow(c: Compat, type: unknown, tokenHash: Buffer): Promise<LinkFlow> {
   for (const kind of kindsOf(type)) {
     const code = newOpaqueToken();
     const status = await compatVerifyPkce(c.sql, kind, tokenHash, code.hash);
-    if (status === 'implicit') return 'implicit';
-    if (status === 'ok') return code.token;
+    if (status === 'implicit') return { flow: 'implicit' };
+    if (status === 'ok') return { flow: 'pkce', code: code.token };
   }
-  return null;
+  return { flow: 'invalid' };
 }
 
 /** `target?…&code=<auth code>` (GoTrue's prepPKCERedirectURL). */
