@@ -10,7 +10,6 @@
  * - two routes of its own: POST /auth/v1/otp and POST /auth/v1/verify;
  * - supabase-js's PKCE flow (pkce.ts): a challenge on /otp and /recover, `?code=` on the
  *   link's redirect, POST /token?grant_type=pkce.
- * (PUT /auth/v1/user reaches PATCH's route: src/core/http.ts rewrites the method.)
  *
  * The state stays in SQL (sql/fixtures/auth/compat.sql and the one-time tokens).
  */
