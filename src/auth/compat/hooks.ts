@@ -119,7 +119,7 @@ export function compatHooks(c: Compat): Record<string, Partial<Record<HookStage,
     'POST /auth/v1/anonymous': { preSerialization: shaped },
     'GET /auth/v1/user': { preSerialization: shaped },
     'PATCH /auth/v1/user': { preSerialization: shaped },
-    'PUT /auth/v1/user': { preSerialization: shaped }, // auth-js's updateUser (user-update.ts registers PUT beside PATCH)
+    'PUT /auth/v1/user': { preSerialization: shaped }, // auth-js's updateUser (flows/user.ts registers PUT beside PATCH)
     'POST /auth/v1/factors/:id/verify': { preSerialization: shaped },
     'GET /auth/v1/admin/users/:id': { preSerialization: shaped },
     'PUT /auth/v1/admin/users/:id': { preSerialization: shaped },
