@@ -1,1 +1,4 @@
 -- Enter migration here
+--!include auth/compat.sql
+--!include auth/compat_pkce.sql
+--!include auth/compat_admin.sql

@@ -67,6 +67,14 @@ const GOTRUE: Record<string, GoTrueError> = {
     msg: 'Invalid phone number format (E.164 required)',
   },
   '400 redirect_to is not an allowed redirect URL': { status: 400, code: 'validation_failed', msg: 'redirect_to is not an allowed redirect URL' },
+  '404 invalid flow state, no valid flow state found': { status: 404, code: 'flow_state_not_found', msg: 'invalid flow state, no valid flow state found' },
+  '422 invalid flow state, flow state has expired': { status: 422, code: 'flow_state_expired', msg: 'invalid flow state, flow state has expired' },
+  '400 code challenge does not match previously saved code verifier': {
+    status: 400,
+    code: 'bad_code_verifier',
+    msg: 'code challenge does not match previously saved code verifier',
+  },
+  '403 user is banned': { status: 400, code: 'user_banned', msg: 'User is banned' },
   '422 too many factors': { status: 422, code: 'too_many_enrolled_mfa_factors', msg: 'Maximum number of verified factors reached' },
 };
 
@@ -145,7 +153,9 @@ export function postgrestBody(err: AppError, method: string): Record<string, unk
     const rows = err.internal?.rows;
     details = typeof rows === 'number' ? `The result contains ${rows} rows` : 'The result contains 0 or more than 1 rows';
   }
-  return { code, message: err.publicMessage, details, hint: null };
+  // PostgreSQL's hint of a merging upsert given one key twice (21000): names nothing of the request.
+  const hint = code === '21000' ? 'Ensure that no rows proposed for insertion within the same command have duplicate constrained values.' : null;
+  return { code, message: err.publicMessage, details, hint };
 }
 
 /** A name the request itself wrote (a column, a relation of its select), as PostgREST quotes it: at most 63 characters. */

@@ -228,13 +228,6 @@ function clientErrorHandler(log: Logger, hsts: boolean): (err: NodeJS.ErrnoExcep
   };
 }
 
-/** SUPABASE_COMPAT: PUT /auth/v1/user is the interface's PATCH (the method is rewritten before routing). */
-function compatRewrite(req: { method?: string; url?: string }): string {
-  const url = req.url ?? '/';
-  if (req.method === 'PUT' && (url === '/auth/v1/user' || url.startsWith('/auth/v1/user?'))) req.method = 'PATCH';
-  return url;
-}
-
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   if (err.headers) reply.headers(err.headers);
   // SUPABASE_COMPAT=true: the shape of the area's Supabase counterpart (compat-errors.ts).
@@ -298,8 +291,6 @@ export function buildHttp(config: RuntimeConfig, log: Logger, observers?: Reques
       void sendError(reply, toAppError(err));
     },
     clientErrorHandler: clientErrorHandler(log, hsts),
-    // SUPABASE_COMPAT: auth-js updates the user with PUT; it reaches the PATCH route.
-    ...(config.supabaseCompat ? { rewriteUrl: compatRewrite } : {}),
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 1000 },
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: false } },
   });

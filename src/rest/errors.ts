@@ -36,6 +36,9 @@ export const REST_ERRORS = {
   /** `rows`: how many there were (SUPABASE_COMPAT's details say it, as PostgREST's). */
   singular: (rows?: number) => new AppError(406, MSG.singular, rows === undefined ? {} : { internal: { rows } }),
   maxAffected: () => new AppError(400, MSG.maxAffected),
+  /** SUPABASE_COMPAT's merging upsert given two rows of one key (PostgreSQL's 21000, its own words: no value of a row). */
+  upsertSameRowTwice: (cause: unknown) =>
+    new AppError(400, 'ON CONFLICT DO UPDATE command cannot affect row a second time', { cause, internal: { code: '21000' } }),
   aggregatesOff: () => new AppError(400, 'aggregate functions are not enabled'),
   notAcceptable: () => new AppError(406, 'none of the accepted media types can be produced'),
 } as const;

@@ -95,6 +95,8 @@ export async function execute(db: Db, ctx: RequestContext, p: Prepared, opts: Co
     return outcome(p, await db.withContext(ctx, (c) => run(c, p), opts));
   } catch (err) {
     if (err instanceof RolledBack) return err.out;
+    // A merging upsert with two rows of one key: the request's own mistake, not the server's.
+    if (p.statement.mergeStatus === true && (err as { code?: unknown } | null)?.code === '21000') throw REST_ERRORS.upsertSameRowTwice(err);
     throw pgErrorToAppError(err);
   }
 }

@@ -12,7 +12,7 @@ import { prepare } from './prepare.ts';
 import { parseRpcRequest, parseTableRequest, rawQuery, type Method, type PlanRequest } from './request.ts';
 import type { RestTxEnd } from '../core/config.ts';
 import { execute, explain, type Outcome } from './execute.ts';
-import { compatOutcome } from './compat.ts';
+import { compatOutcome, compatPreferenceApplied } from './compat.ts';
 import { buildOpenApi, reachableQuery, type Reachable } from './openapi.ts';
 import { runBatch, validateBatch } from './batch.ts';
 import { markWrite, replicaMayRead } from './consistency.ts';
@@ -85,7 +85,10 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     const done = await execute(db, cred, p, { read: replicas && read && replicaMayRead(req, r.prefer, ryw) });
     const out = compat ? compatOutcome(done, p.statement, r.kind === 'table' && r.method === 'GET') : done;
     if (replicas && !read) markWrite(reply, ryw);
-    if (r.prefer !== NO_PREFER) preferenceApplied(reply, txEnd, r.prefer, r.kind === 'table' && r.method === 'POST' && r.prefer.missingDefault ? 'missing=default' : null);
+    if (compat) {
+      const applied = compatPreferenceApplied(req.headers.prefer, { kind: r.kind, method: r.method, txAllowed: txEnd.endsWith('-allow-override'), prefer: r.prefer });
+      if (applied !== null) reply.header('preference-applied', applied);
+    } else if (r.prefer !== NO_PREFER) preferenceApplied(reply, txEnd, r.prefer, r.kind === 'table' && r.method === 'POST' && r.prefer.missingDefault ? 'missing=default' : null);
     if (r.kind === 'rpc') cacheHeaders(reply, req, p.statement.maxAge);
     return send(reply, out, p.statement.singular, p.statement.csvHeader !== undefined);
   };

@@ -50,6 +50,7 @@ t.test('auth: the same requests in both modes', async (t) => {
     const put = await app.call('PUT', '/auth/v1/user', { token: up.body.access_token, body: { data: { a: 1 } } });
     // PUT is PATCH's twin in both modes (GoTrue's method, which supabase-js sends).
     t.same([put.status, put.body.user_metadata], [200, { a: 1 }], `${mode}: PUT /user`);
+    t.equal(put.body.aud, on ? 'authenticated' : undefined, `${mode}: PUT /user answers ${on ? "GoTrue's" : "plinth's"} User`);
     const patch = await app.call('PATCH', '/auth/v1/user', { token: up.body.access_token, body: { data: { b: 2 } } });
     t.equal(patch.status, 200, `${mode}: PATCH /user`);
 

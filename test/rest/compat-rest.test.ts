@@ -164,3 +164,46 @@ t.test('a write answering no rows still takes the values only its answer would h
   const p = await plain.call('PATCH', '/rest/v1/authors?id=eq.3&select=m:meta->>a', { headers: { prefer: 'return=minimal' }, token: plain.serviceKey, body: { rating: 4 } });
   t.same([p.status, p.text], [204, ''], 'default: return=minimal with a JSON key in select');
 });
+
+await both(t, 'a merging upsert given one key twice: 400 with PostgREST\'s code and hint, nothing written', async (t, app, on) => {
+  const r = await app.call('POST', '/rest/v1/genres', {
+    headers: { prefer: 'resolution=merge-duplicates' },
+    token: app.serviceKey,
+    body: [{ id: 70, name: 'one' }, { id: 70, name: 'two' }],
+  });
+  if (on) {
+    t.equal(r.status, 400, 'the request\'s mistake: not a 500');
+    t.same(r.body, {
+      code: '21000',
+      message: 'ON CONFLICT DO UPDATE command cannot affect row a second time',
+      details: null,
+      hint: 'Ensure that no rows proposed for insertion within the same command have duplicate constrained values.',
+    });
+  } else t.same([r.status, r.body], [409, DUPLICATE], 'default: a plain insert of a duplicate');
+  const after = await app.call('GET', '/rest/v1/genres?id=eq.70', { token: app.serviceKey });
+  t.same(after.body, [], 'nothing written');
+});
+
+await both(t, 'Preference-Applied names the preferences PostgREST names', async (t, app, on) => {
+  const up = await app.call('POST', '/rest/v1/genres?on_conflict=id', {
+    headers: { prefer: 'resolution=merge-duplicates, missing=default, return=representation, count=exact, handling=lenient, consistency=strong' },
+    token: app.serviceKey,
+    body: [{ id: 71, name: 'seventy-one' }],
+  });
+  t.equal(up.status, 201);
+  t.equal(
+    up.headers.get('preference-applied'),
+    on ? 'resolution=merge-duplicates, missing=default, return=representation, count=exact, handling=lenient' : 'missing=default',
+  );
+  const patch = await app.call('PATCH', '/rest/v1/genres?id=eq.71', {
+    headers: { prefer: 'return=minimal, handling=strict, max-affected=1' },
+    token: app.serviceKey,
+    body: { name: 'renamed' },
+  });
+  t.equal(patch.status, 204);
+  t.equal(patch.headers.get('preference-applied'), on ? 'return=minimal, handling=strict, max-affected=1' : null);
+  const get = await app.call('GET', '/rest/v1/genres?select=id&limit=1', { headers: { prefer: 'count=exact, return=minimal' }, token: app.serviceKey });
+  t.equal(get.headers.get('preference-applied'), on ? 'count=exact' : null, 'a read: count only (return= is for writes)');
+  const none = await app.call('GET', '/rest/v1/genres?select=id&limit=1', { token: app.serviceKey });
+  t.equal(none.headers.get('preference-applied'), null, 'no Prefer: no header');
+});

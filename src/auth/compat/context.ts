@@ -9,7 +9,7 @@ import type { Sql } from '../../core/db.ts';
 import type { AuditContext } from '../db.ts';
 import { auditContext, isOkGrant, sessionFromGrant } from '../sessions.ts';
 import { newOpaqueToken, seal } from '../tokens.ts';
-import { compatSendLink, compatVerify, type SendLinkStatus } from './db.ts';
+import { compatSendLink, compatSendLinkPkce, compatVerify, type PkceChallenge, type SendLinkStatus } from './db.ts';
 import { COMPAT_ERRORS, compatSession, type GoTrueSession } from './shape.ts';
 
 export type Hook = (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
@@ -61,8 +61,16 @@ export interface Compat {
   deps: Deps;
   sql: Sql;
   audit(req: FastifyRequest): AuditContext;
-  /** Issue a link token and a 6-digit code to `email` (one mail). */
-  sendLink(req: FastifyRequest, kind: 'magic_link' | 'recovery', email: string, createUser: boolean, data: Body | null, redirect: string): Promise<SendLinkStatus>;
+  /** Issue a link token and a 6-digit code to `email` (one mail); with a PKCE challenge, the link's flow state too. */
+  sendLink(
+    req: FastifyRequest,
+    kind: 'magic_link' | 'recovery',
+    email: string,
+    createUser: boolean,
+    data: Body | null,
+    redirect: string,
+    pkce?: PkceChallenge | null,
+  ): Promise<SendLinkStatus>;
   /** Use a token of one of `type`'s kinds and open a session; null when none is valid. */
   verify(req: FastifyRequest, type: unknown, tokenHash: Buffer): Promise<GoTrueSession | null>;
 }
@@ -75,10 +83,10 @@ export function compatContext(deps: Deps): Compat {
     deps,
     sql,
     audit,
-    async sendLink(req, kind, email, createUser, data, redirect) {
+    async sendLink(req, kind, email, createUser, data, redirect, pkce) {
       const link = newOpaqueToken();
       const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-      return compatSendLink(sql, {
+      const input = {
         kind,
         email,
         createUser,
@@ -90,7 +98,8 @@ export function compatContext(deps: Deps): Compat {
         redirectTo: redirect,
         mailLimit: config.mailRateLimitPerHour,
         context: audit(req),
-      });
+      };
+      return pkce ? compatSendLinkPkce(sql, input, pkce) : compatSendLink(sql, input);
     },
     async verify(req, type, tokenHash) {
       const refresh = newOpaqueToken();

@@ -59,3 +59,47 @@ export async function compatEndSessions(sql: Sql, userId: string, sessionId: str
   );
   return r.status;
 }
+
+/** A PKCE code challenge (GoTrue: `code_challenge`, `code_challenge_method` s256 | plain). */
+export interface PkceChallenge {
+  challenge: string;
+  method: string;
+}
+
+export async function compatSendLinkPkce(sql: Sql, i: SendLinkInput, p: PkceChallenge): Promise<SendLinkStatus> {
+  const [r] = await call(
+    sql<{ status: SendLinkStatus }[]>`select auth.compat_send_link_pkce(${i.kind}, ${i.email}, ${i.createUser},
+      ${i.data === null ? null : sql.json(i.data as postgres.JSONValue)}::jsonb, ${i.linkHash}, ${i.sealedToken}, ${i.codeHash},
+      ${i.sealedCode}, ${i.redirectTo}, ${i.mailLimit}, ${p.challenge}, ${p.method}, ${auditParam(sql, i.context)}::jsonb) as status`,
+  );
+  return r.status;
+}
+
+export async function compatVerifyPkce(
+  sql: Sql,
+  kind: 'magic_link' | 'recovery' | 'verification',
+  tokenHash: Buffer,
+  authCodeHash: Buffer,
+): Promise<'implicit' | 'ok' | 'invalid'> {
+  const [r] = await call(
+    sql<{ status: 'implicit' | 'ok' | 'invalid' }[]>`select auth.compat_verify_pkce(${kind}, ${tokenHash}, ${authCodeHash}) as status`,
+  );
+  return r.status;
+}
+
+export type ExchangeStatus = 'ok' | 'not_found' | 'expired' | 'bad_verifier' | 'user_not_found';
+
+export async function compatExchangePkce(
+  sql: Sql,
+  authCodeHash: Buffer,
+  verifier: string,
+  refreshHash: Buffer,
+  ttlSeconds: number,
+  context: AuditContext | null,
+): Promise<GrantRow<ExchangeStatus>> {
+  const [r] = await call(
+    sql<GrantRow<ExchangeStatus>[]>`select * from auth.compat_exchange_pkce(${authCodeHash}, ${verifier}, ${refreshHash}, ${ttlSeconds},
+      ${auditParam(sql, context)}::jsonb)`,
+  );
+  return r;
+}

@@ -13,12 +13,19 @@ import { checkEmail } from '../validate.ts';
 import { compatEndSessions } from './db.ts';
 import { COMPAT_ERRORS, compatFragmentUrl, compatSession, compatUser, errorFragmentUrl, redirectTarget } from './shape.ts';
 import { isPlainObject, queryOf, sendSession, UUID, type Compat, type Hook } from './context.ts';
+import { adminHooks } from './admin.ts';
+import { codeRedirectUrl, linkFlow, pkceGrant, pkceOf, type LinkFlow } from './pkce.ts';
 
-/** POST /token?grant_type=…: auth-js puts the grant type in the query. */
-const grantFromQuery: Hook = async (req) => {
-  const g = queryOf(req).grant_type;
-  if (typeof g === 'string' && isPlainObject(req.body) && req.body.grant_type === undefined) req.body = { ...req.body, grant_type: g };
-};
+/** POST /token?grant_type=…: auth-js puts the grant type in the query; `pkce` is answered here (pkce.ts). */
+function grantFromQuery(c: Compat): Hook {
+  const pkce = pkceGrant(c);
+  return async (req, reply) => {
+    const g = queryOf(req).grant_type;
+    if (!isPlainObject(req.body)) return;
+    if (req.body.grant_type === 'pkce' || (g === 'pkce' && req.body.grant_type === undefined)) return pkce(req, reply);
+    if (typeof g === 'string' && req.body.grant_type === undefined) req.body = { ...req.body, grant_type: g };
+  };
+}
 
 /** POST /signup with neither email nor phone: signInAnonymously. */
 function anonymousSignup(c: Compat): Hook {
@@ -48,10 +55,16 @@ function verifyLink(c: Compat): Hook {
     const query = queryOf(req);
     if (query.type === undefined) return; // the interface's email verification
     const target = redirectTarget(c.deps.config, query.redirect_to);
-    const token = query.token;
-    const s = typeof token === 'string' && token !== '' ? await c.verify(req, query.type, hashToken(token)) : null;
-    const type = typeof query.type === 'string' ? query.type : '';
-    const location = s === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : compatFragmentUrl(target, s, type);
+    const token = typeof query.token === 'string' && query.token !== '' ? hashToken(query.token) : null;
+    const link: LinkFlow = token === null ? { flow: 'invalid' } : await linkFlow(c, query.type, token);
+    let location: string;
+    if (link.flow === 'pkce') {
+      location = codeRedirectUrl(target, link.code); // the auth code on the query: exchangeCodeForSession
+    } else {
+      const s = link.flow === 'implicit' ? await c.verify(req, query.type, token!) : null;
+      const type = typeof query.type === 'string' ? query.type : '';
+      location = s === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : compatFragmentUrl(target, s, type);
+    }
     return reply.code(303).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').header('location', location).send();
   };
 }
@@ -61,8 +74,9 @@ function recover(c: Compat): Hook {
   return async (req, reply) => {
     const b = req.body as { email: string };
     checkEmail(b.email);
+    const pkce = pkceOf(b);
     const redirect = redirectTarget(c.deps.config, queryOf(req).redirect_to);
-    await c.sendLink(req, 'recovery', b.email, false, null, redirect); // the same answer whatever the status
+    await c.sendLink(req, 'recovery', b.email, false, null, redirect, pkce); // the same answer whatever the status
     return reply.code(200).send({});
   };
 }
@@ -97,7 +111,7 @@ export type HookStage = 'preValidation' | 'preHandler' | 'preSerialization';
 export function compatHooks(c: Compat): Record<string, Partial<Record<HookStage, unknown>>> {
   const shaped = reshape(c);
   return {
-    'POST /auth/v1/token': { preValidation: grantFromQuery, preSerialization: shaped },
+    'POST /auth/v1/token': { preValidation: grantFromQuery(c), preSerialization: shaped },
     'POST /auth/v1/signup': { preValidation: anonymousSignup(c), preSerialization: shaped },
     'GET /auth/v1/verify': { preHandler: verifyLink(c) },
     'POST /auth/v1/recover': { preHandler: recover(c) },
@@ -105,6 +119,11 @@ export function compatHooks(c: Compat): Record<string, Partial<Record<HookStage,
     'POST /auth/v1/anonymous': { preSerialization: shaped },
     'GET /auth/v1/user': { preSerialization: shaped },
     'PATCH /auth/v1/user': { preSerialization: shaped },
+    'PUT /auth/v1/user': { preSerialization: shaped }, // auth-js's updateUser (flows/user.ts registers PUT beside PATCH)
     'POST /auth/v1/factors/:id/verify': { preSerialization: shaped },
+    'GET /auth/v1/admin/users/:id': { preSerialization: shaped },
+    'PUT /auth/v1/admin/users/:id': { preSerialization: shaped },
+    'POST /auth/v1/invite': { preSerialization: shaped },
+    ...adminHooks(c),
   };
 }

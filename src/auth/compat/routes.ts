@@ -7,8 +7,9 @@
  *   a guest sign-in; GET /verify with a `type` verifies and redirects with the session in
  *   the fragment; POST /recover honours `redirect_to`; POST /logout honours `scope`;
  *   sessions and users leave in GoTrue's shape;
- * - POST /auth/v1/otp and POST /auth/v1/verify are ../flows/otp.ts's, which answer both modes.
- * (PUT /auth/v1/user reaches PATCH's route: src/core/http.ts rewrites the method.)
+ * - POST /auth/v1/otp and POST /auth/v1/verify are ../flows/otp.ts's, which answer both modes;
+ * - supabase-js's PKCE flow (pkce.ts): a challenge on /otp and /recover, `?code=` on the
+ *   link's redirect, POST /token?grant_type=pkce.
  *
  * The state stays in SQL (sql/fixtures/auth/compat.sql and the one-time tokens).
  */

@@ -19,6 +19,7 @@ import { AppError, ERRORS } from '../../core/errors.ts';
 import { clientIp } from '../../core/http.ts';
 import { codeHash, compatContext, isPlainObject, kindsOf, queryOf } from '../compat/context.ts';
 import { compatSendLink, type SendLinkStatus } from '../compat/db.ts';
+import { pkceOf } from '../compat/pkce.ts';
 import { COMPAT_ERRORS, compatSession, redirectTarget } from '../compat/shape.ts';
 import * as q from '../db.ts';
 import { AUTH_ERRORS, MESSAGES } from '../errors.ts';
@@ -139,7 +140,8 @@ export function registerOtpRoutes(app: FastifyInstance, deps: Deps): void {
       return reply.code(200).send({ message: MESSAGES.magicLinkSent });
     }
     const redirect = redirectTarget(config, queryOf(req).redirect_to);
-    const status = await c.sendLink(req, 'magic_link', b.email, b.create_user !== false, (b.data as Record<string, unknown> | undefined) ?? null, redirect);
+    const pkce = pkceOf(b);
+    const status = await c.sendLink(req, 'magic_link', b.email, b.create_user !== false, (b.data as Record<string, unknown> | undefined) ?? null, redirect, pkce);
     if (status === 'not_found' && b.create_user === false) throw COMPAT_ERRORS.signupsNotAllowedForOtp();
     return reply.code(200).send({});
   });
