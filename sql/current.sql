@@ -1,4 +1,1 @@
 -- Enter migration here
---!include auth/compat.sql
---!include auth/compat_pkce.sql
---!include auth/compat_admin.sql

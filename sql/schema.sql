@@ -629,6 +629,39 @@ $$;
 COMMENT ON FUNCTION auth.check_recovery_token(token_hash bytea) IS 'Whether a recovery token is unused and unexpired, without using it. Status: valid | invalid.';
 
 --
+-- Name: compat_admin_create_user(text, text, text, boolean, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_admin_create_user(email text, password_hash text, role text, email_confirm boolean, user_metadata jsonb, app_metadata jsonb, context jsonb DEFAULT NULL::jsonb) RETURNS TABLE(status text, user_json jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_status text;
+  v_json jsonb;
+begin
+  select c.status, c.user_json into v_status, v_json
+    from auth.admin_create_user(compat_admin_create_user.email, compat_admin_create_user.password_hash, compat_admin_create_user.role,
+      compat_admin_create_user.email_confirm, compat_admin_create_user.context) c;
+  if v_status <> 'ok' then
+    return query select v_status, null::jsonb;
+    return;
+  end if;
+  update auth.users u
+     set user_metadata = coalesce(compat_admin_create_user.user_metadata, u.user_metadata),
+         app_metadata = coalesce(compat_admin_create_user.app_metadata - 'provider' - 'providers', u.app_metadata)
+   where u.id = (v_json ->> 'id')::uuid;
+  return query select 'ok'::text, auth.compat_user((v_json ->> 'id')::uuid);
+end
+$$;
+
+--
+-- Name: FUNCTION compat_admin_create_user(email text, password_hash text, role text, email_confirm boolean, user_metadata jsonb, app_metadata jsonb, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_admin_create_user(email text, password_hash text, role text, email_confirm boolean, user_metadata jsonb, app_metadata jsonb, context jsonb) IS 'SUPABASE_COMPAT: auth.admin_create_user with user_metadata and app_metadata; the GoTrue User. Status: ok | email_taken.';
+
+--
 -- Name: compat_end_sessions(uuid, uuid, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -654,6 +687,61 @@ $$;
 --
 
 COMMENT ON FUNCTION auth.compat_end_sessions(user_id uuid, session_id uuid, scope text, context jsonb) IS 'SUPABASE_COMPAT: end the caller''s, the other, or all sessions of a user. Status: ok.';
+
+--
+-- Name: compat_exchange_pkce(bytea, text, bytea, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_exchange_pkce(auth_code_hash bytea, code_verifier text, refresh_token_hash bytea, ttl_seconds integer, context jsonb DEFAULT NULL::jsonb) RETURNS auth.session_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_flow auth_private.flow_states;
+begin
+  delete from auth_private.flow_states f where f.auth_code_hash = compat_exchange_pkce.auth_code_hash
+    returning * into v_flow;
+  if not found then
+    return auth_private.session_status('not_found');
+  end if;
+  if v_flow.auth_code_issued_at < now() - interval '5 minutes' then
+    return auth_private.session_status('expired');
+  end if;
+  if not auth_private.pkce_matches(v_flow.code_challenge, v_flow.code_challenge_method, compat_exchange_pkce.code_verifier) then
+    return auth_private.session_status('bad_verifier');
+  end if;
+  return auth.start_session(v_flow.user_id, compat_exchange_pkce.refresh_token_hash, compat_exchange_pkce.ttl_seconds, null,
+    v_flow.authentication_method, compat_exchange_pkce.context);
+end
+$$;
+
+--
+-- Name: FUNCTION compat_exchange_pkce(auth_code_hash bytea, code_verifier text, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_exchange_pkce(auth_code_hash bytea, code_verifier text, refresh_token_hash bytea, ttl_seconds integer, context jsonb) IS 'SUPABASE_COMPAT: exchange a PKCE auth code and its verifier for a session (the flow spent either way). Status: ok | not_found | expired | bad_verifier | user_not_found.';
+
+--
+-- Name: compat_list_users(integer, integer); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_list_users(page integer, per_page integer) RETURNS TABLE(total bigint, users jsonb)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select (select count(*) from auth.users),
+         coalesce((select jsonb_agg(auth_private.gotrue_user_json(p) order by p.created_at desc, p.id desc)
+                     from (select * from auth.users u order by u.created_at desc, u.id desc
+                            limit greatest(compat_list_users.per_page, 1)
+                            offset (greatest(compat_list_users.page, 1) - 1)::bigint * greatest(compat_list_users.per_page, 1)) p),
+                  '[]'::jsonb)
+$$;
+
+--
+-- Name: FUNCTION compat_list_users(page integer, per_page integer); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_list_users(page integer, per_page integer) IS 'SUPABASE_COMPAT: a page of users (newest first) as GoTrue User objects, and the total.';
 
 --
 -- Name: compat_send_link(text, text, boolean, jsonb, bytea, text, bytea, text, text, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
@@ -711,6 +799,43 @@ $$;
 COMMENT ON FUNCTION auth.compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb) IS 'Issue a link token and a 6-digit code (1 h, once, either spends the other) and enqueue one mail (GoTrue''s with a redirect_to, the interface''s without). Status: sent | created | not_found | limited.';
 
 --
+-- Name: compat_send_link_pkce(text, text, boolean, jsonb, bytea, text, bytea, text, text, integer, text, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_send_link_pkce(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, code_challenge text, code_challenge_method text, context jsonb DEFAULT NULL::jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+  v_status text;
+begin
+  if lower(compat_send_link_pkce.code_challenge_method) not in ('s256', 'plain')
+     or compat_send_link_pkce.code_challenge !~ '^[A-Za-z0-9._~-]{43,128}$' then
+    raise exception 'invalid code challenge' using errcode = 'PT400';
+  end if;
+  -- Housekeeping: flow states whose link and code are both past use.
+  delete from auth_private.flow_states f where f.created_at < now() - interval '1 hour 5 minutes';
+  v_status := auth.compat_send_link(compat_send_link_pkce.kind, compat_send_link_pkce.email, compat_send_link_pkce.create_user,
+    compat_send_link_pkce.user_metadata, compat_send_link_pkce.link_hash, compat_send_link_pkce.sealed_token,
+    compat_send_link_pkce.code_hash, compat_send_link_pkce.sealed_code, compat_send_link_pkce.redirect_to,
+    compat_send_link_pkce.mail_limit, compat_send_link_pkce.context);
+  if v_status in ('sent', 'created') then
+    insert into auth_private.flow_states (user_id, link_hash, code_challenge, code_challenge_method, authentication_method)
+      select t.user_id, t.token_hash, compat_send_link_pkce.code_challenge, lower(compat_send_link_pkce.code_challenge_method),
+             case compat_send_link_pkce.kind when 'recovery' then 'recovery' else 'magiclink' end
+        from auth_private.one_time_tokens t where t.token_hash = compat_send_link_pkce.link_hash;
+  end if;
+  return v_status;
+end
+$_$;
+
+--
+-- Name: FUNCTION compat_send_link_pkce(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, code_challenge text, code_challenge_method text, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_send_link_pkce(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, code_challenge text, code_challenge_method text, context jsonb) IS 'SUPABASE_COMPAT: auth.compat_send_link with a PKCE flow state bound to the link. Status: sent | created | not_found | limited.';
+
+--
 -- Name: compat_user(uuid); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -735,33 +860,12 @@ CREATE FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_ha
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-#variable_conflict use_column
 declare
-  v_user_id uuid;
-  v_email text;
-  v_issued_at timestamptz;
-  v_created_by_it boolean;
+  v_user_id uuid := auth_private.compat_use_token(compat_verify.kind, compat_verify.token_hash);
 begin
-  if compat_verify.kind not in ('magic_link', 'recovery', 'verification') then
+  if v_user_id is null then
     return auth_private.session_status('invalid');
   end if;
-  select s.user_id, s.email, s.issued_at into v_user_id, v_email, v_issued_at
-    from auth_private.spend_one_time_token(compat_verify.token_hash, compat_verify.kind) s;
-  if not found then
-    return auth_private.session_status('invalid');
-  end if;
-  select u.created_at = v_issued_at and u.updated_at = v_issued_at
-         and not exists (select 1 from auth_private.passwords p where p.user_id = u.id)
-    into v_created_by_it
-    from auth.users u where u.id = v_user_id;
-  if compat_verify.kind = 'verification' then
-    perform auth_private.prove_address(v_user_id, v_email, 'verification', false);
-  else
-    perform auth_private.spend_other_tokens(v_user_id, compat_verify.token_hash);
-    perform auth_private.prove_address(v_user_id, v_email, compat_verify.kind, not v_created_by_it);
-  end if;
-  update auth.users u set email_confirmed_at = now(), updated_at = now()
-    where u.id = v_user_id and u.email_confirmed_at is null;
   return auth.start_session(v_user_id, compat_verify.refresh_token_hash, compat_verify.ttl_seconds, null,
     coalesce(compat_verify.method, case compat_verify.kind when 'recovery' then 'recovery' when 'magic_link' then 'magiclink' else 'otp' end),
     compat_verify.context);
@@ -773,6 +877,37 @@ $$;
 --
 
 COMMENT ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb, method text) IS 'SUPABASE_COMPAT: use a magic-link, recovery or verification token and open a session in one transaction. Status: ok | invalid.';
+
+--
+-- Name: compat_verify_pkce(text, bytea, bytea); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_verify_pkce(kind text, token_hash bytea, auth_code_hash bytea) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_flow auth_private.flow_states;
+begin
+  select * into v_flow from auth_private.flow_states f where f.link_hash = compat_verify_pkce.token_hash for update;
+  if not found then
+    return 'implicit';
+  end if;
+  if auth_private.compat_use_token(compat_verify_pkce.kind, compat_verify_pkce.token_hash) is distinct from v_flow.user_id then
+    return 'invalid';
+  end if;
+  update auth_private.flow_states f
+     set link_hash = null, auth_code_hash = compat_verify_pkce.auth_code_hash, auth_code_issued_at = now()
+   where f.id = v_flow.id;
+  return 'ok';
+end
+$$;
+
+--
+-- Name: FUNCTION compat_verify_pkce(kind text, token_hash bytea, auth_code_hash bytea); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_verify_pkce(kind text, token_hash bytea, auth_code_hash bytea) IS 'SUPABASE_COMPAT: use a mailed link of a PKCE flow and issue its auth code (SHA-256 given). Status: implicit | ok | invalid.';
 
 --
 -- Name: confirm_recovery(bytea, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
@@ -2408,6 +2543,51 @@ $$;
 COMMENT ON FUNCTION auth_private.base32(data bytea) IS 'RFC 4648 base32, no padding.';
 
 --
+-- Name: compat_use_token(text, bytea); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.compat_use_token(kind text, token_hash bytea) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_user_id uuid;
+  v_email text;
+  v_issued_at timestamptz;
+  v_created_by_it boolean;
+begin
+  if compat_use_token.kind not in ('magic_link', 'recovery', 'verification') then
+    return null;
+  end if;
+  select s.user_id, s.email, s.issued_at into v_user_id, v_email, v_issued_at
+    from auth_private.spend_one_time_token(compat_use_token.token_hash, compat_use_token.kind) s;
+  if not found then
+    return null;
+  end if;
+  select u.created_at = v_issued_at and u.updated_at = v_issued_at
+         and not exists (select 1 from auth_private.passwords p where p.user_id = u.id)
+    into v_created_by_it
+    from auth.users u where u.id = v_user_id;
+  if compat_use_token.kind = 'verification' then
+    perform auth_private.prove_address(v_user_id, v_email, 'verification', false);
+  else
+    perform auth_private.spend_other_tokens(v_user_id, compat_use_token.token_hash);
+    perform auth_private.prove_address(v_user_id, v_email, compat_use_token.kind, not v_created_by_it);
+  end if;
+  update auth.users u set email_confirmed_at = now(), updated_at = now()
+    where u.id = v_user_id and u.email_confirmed_at is null;
+  return v_user_id;
+end
+$$;
+
+--
+-- Name: FUNCTION compat_use_token(kind text, token_hash bytea); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.compat_use_token(kind text, token_hash bytea) IS 'SUPABASE_COMPAT: use a magic-link, recovery or verification token (the rules of auth.compat_verify): its user, or null when it is invalid. Internal.';
+
+--
 -- Name: enqueue_no_mail(text); Type: FUNCTION; Schema: auth_private; Owner: -
 --
 
@@ -2464,7 +2644,7 @@ CREATE FUNCTION auth_private.gotrue_user_json(u auth.users) RETURNS jsonb
       'phone_confirmed_at', auth_private.iso_utc(u.phone_confirmed_at),
       'confirmed_at', auth_private.iso_utc(coalesce(u.email_confirmed_at, u.phone_confirmed_at)),
       'last_sign_in_at', auth_private.iso_utc(u.last_sign_in_at),
-      'app_metadata', jsonb_build_object(
+      'app_metadata', u.app_metadata || jsonb_build_object(
         'provider', case when u.is_anonymous then 'anonymous' else coalesce(u.provider, u.providers[1], 'email') end,
         'providers', case when u.is_anonymous then '[]'::jsonb
                           else to_jsonb(coalesce(nullif(u.providers, '{}'::text[]), array[coalesce(u.provider, 'email')])) end),
@@ -2482,6 +2662,9 @@ CREATE FUNCTION auth_private.gotrue_user_json(u auth.users) RETURNS jsonb
       'created_at', auth_private.iso_utc(u.created_at),
       'updated_at', auth_private.iso_utc(u.updated_at),
       'is_anonymous', u.is_anonymous)
+    -- GoTrue omits these when empty (omitempty).
+    || jsonb_strip_nulls(jsonb_build_object('invited_at', auth_private.iso_utc(u.invited_at),
+         'banned_until', case when u.banned_until > now() then auth_private.iso_utc(u.banned_until) end))
     || auth_private.factors_json(u.id)
 $$;
 
@@ -2710,6 +2893,26 @@ $_$;
 --
 
 COMMENT ON FUNCTION auth_private.parse_ban_duration(d text) IS 'A Go duration or "none" as an interval (0 = no ban); null when malformed or beyond Go''s limit.';
+
+--
+-- Name: pkce_matches(text, text, text); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.pkce_matches(challenge text, method text, verifier text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select case pkce_matches.method
+    when 'plain' then pkce_matches.verifier = pkce_matches.challenge
+    when 's256' then rtrim(translate(encode(sha256(convert_to(pkce_matches.verifier, 'UTF8')), 'base64'), '+/', '-_'), '=') = pkce_matches.challenge
+    else false end
+$$;
+
+--
+-- Name: FUNCTION pkce_matches(challenge text, method text, verifier text); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.pkce_matches(challenge text, method text, verifier text) IS 'SUPABASE_COMPAT: whether a PKCE code verifier answers a challenge (s256 or plain).';
 
 --
 -- Name: prove_address(uuid, text, text, boolean); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -7935,6 +8138,31 @@ ALTER TABLE auth.audit_log_entries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENT
 );
 
 --
+-- Name: flow_states; Type: TABLE; Schema: auth_private; Owner: -
+--
+
+CREATE TABLE auth_private.flow_states (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    link_hash bytea,
+    auth_code_hash bytea,
+    code_challenge text NOT NULL,
+    code_challenge_method text NOT NULL,
+    authentication_method text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    auth_code_issued_at timestamp with time zone,
+    CONSTRAINT flow_states_authentication_method_check CHECK ((authentication_method = ANY (ARRAY['magiclink'::text, 'recovery'::text]))),
+    CONSTRAINT flow_states_challenge_check CHECK ((code_challenge ~ '^[A-Za-z0-9._~-]{43,128}$'::text)),
+    CONSTRAINT flow_states_challenge_method_check CHECK ((code_challenge_method = ANY (ARRAY['s256'::text, 'plain'::text])))
+);
+
+--
+-- Name: TABLE flow_states; Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON TABLE auth_private.flow_states IS 'SUPABASE_COMPAT: PKCE flow states (GoTrue''s flow_state): the code challenge of a mailed link, then its auth code (SHA-256), used once.';
+
+--
 -- Name: mail_limits; Type: TABLE; Schema: auth_private; Owner: -
 --
 
@@ -8820,6 +9048,27 @@ ALTER TABLE ONLY auth.users
     ADD CONSTRAINT users_pkey PRIMARY KEY (id);
 
 --
+-- Name: flow_states flow_states_auth_code_hash_key; Type: CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.flow_states
+    ADD CONSTRAINT flow_states_auth_code_hash_key UNIQUE (auth_code_hash);
+
+--
+-- Name: flow_states flow_states_link_hash_key; Type: CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.flow_states
+    ADD CONSTRAINT flow_states_link_hash_key UNIQUE (link_hash);
+
+--
+-- Name: flow_states flow_states_pkey; Type: CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.flow_states
+    ADD CONSTRAINT flow_states_pkey PRIMARY KEY (id);
+
+--
 -- Name: mail_limits mail_limits_pkey; Type: CONSTRAINT; Schema: auth_private; Owner: -
 --
 
@@ -9096,6 +9345,12 @@ CREATE UNIQUE INDEX users_email_key ON auth.users USING btree (lower(email));
 CREATE UNIQUE INDEX users_phone_key ON auth.users USING btree (phone) WHERE (phone IS NOT NULL);
 
 --
+-- Name: flow_states_created_at_idx; Type: INDEX; Schema: auth_private; Owner: -
+--
+
+CREATE INDEX flow_states_created_at_idx ON auth_private.flow_states USING btree (created_at);
+
+--
 -- Name: mfa_challenges_expires_at_idx; Type: INDEX; Schema: auth_private; Owner: -
 --
 
@@ -9256,6 +9511,13 @@ CREATE TRIGGER chunk_copy_insert INSTEAD OF INSERT ON storage.chunk_copy FOR EAC
 --
 
 CREATE TRIGGER _900_notify_cache AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON webhooks_private.hooks FOR EACH STATEMENT EXECUTE FUNCTION webhooks_private.tg__hooks_changed();
+
+--
+-- Name: flow_states flow_states_user_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.flow_states
+    ADD CONSTRAINT flow_states_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE;
 
 --
 -- Name: mfa_challenges mfa_challenges_factor_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
@@ -9579,16 +9841,40 @@ REVOKE ALL ON FUNCTION auth.admin_update_user(user_id uuid, email text, password
 REVOKE ALL ON FUNCTION auth.check_recovery_token(token_hash bytea) FROM PUBLIC;
 
 --
+-- Name: FUNCTION compat_admin_create_user(email text, password_hash text, role text, email_confirm boolean, user_metadata jsonb, app_metadata jsonb, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_admin_create_user(email text, password_hash text, role text, email_confirm boolean, user_metadata jsonb, app_metadata jsonb, context jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION compat_end_sessions(user_id uuid, session_id uuid, scope text, context jsonb); Type: ACL; Schema: auth; Owner: -
 --
 
 REVOKE ALL ON FUNCTION auth.compat_end_sessions(user_id uuid, session_id uuid, scope text, context jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION compat_exchange_pkce(auth_code_hash bytea, code_verifier text, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_exchange_pkce(auth_code_hash bytea, code_verifier text, refresh_token_hash bytea, ttl_seconds integer, context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION compat_list_users(page integer, per_page integer); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_list_users(page integer, per_page integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb); Type: ACL; Schema: auth; Owner: -
 --
 
 REVOKE ALL ON FUNCTION auth.compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION compat_send_link_pkce(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, code_challenge text, code_challenge_method text, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_send_link_pkce(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, code_challenge text, code_challenge_method text, context jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION compat_user(user_id uuid); Type: ACL; Schema: auth; Owner: -
@@ -9601,6 +9887,12 @@ REVOKE ALL ON FUNCTION auth.compat_user(user_id uuid) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb, method text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION compat_verify_pkce(kind text, token_hash bytea, auth_code_hash bytea); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_verify_pkce(kind text, token_hash bytea, auth_code_hash bytea) FROM PUBLIC;
 
 --
 -- Name: FUNCTION confirm_recovery(token_hash bytea, password_hash text, context jsonb); Type: ACL; Schema: auth; Owner: -
@@ -9885,6 +10177,12 @@ REVOKE ALL ON FUNCTION auth_private.backfill_proven_emails() FROM PUBLIC;
 REVOKE ALL ON FUNCTION auth_private.base32(data bytea) FROM PUBLIC;
 
 --
+-- Name: FUNCTION compat_use_token(kind text, token_hash bytea); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.compat_use_token(kind text, token_hash bytea) FROM PUBLIC;
+
+--
 -- Name: FUNCTION enqueue_no_mail(kind text); Type: ACL; Schema: auth_private; Owner: -
 --
 
@@ -9949,6 +10247,12 @@ REVOKE ALL ON FUNCTION auth_private.mfa_unseal(sealed bytea, key bytea) FROM PUB
 --
 
 REVOKE ALL ON FUNCTION auth_private.parse_ban_duration(d text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION pkce_matches(challenge text, method text, verifier text); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.pkce_matches(challenge text, method text, verifier text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION prove_address(user_id uuid, email text, proof text, purge boolean); Type: ACL; Schema: auth_private; Owner: -
