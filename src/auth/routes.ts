@@ -16,6 +16,7 @@ import { clientIp } from '../core/http.ts';
 import * as q from './db.ts';
 import { hashPassword, needsRehash, verifyPassword } from './passwords.ts';
 import { registerMfaRoutes } from './mfa.ts';
+import { registerPasskeyRoutes } from './flows/passkeys.ts';
 import { registerUserUpdateRoutes } from './user-update.ts';
 import {
   auditContext,
@@ -436,4 +437,5 @@ export function registerAuthRoutes(app: FastifyInstance, deps: Deps): void {
   });
 
   registerMfaRoutes(app, deps, { userGate, userOf, serviceRoleGate, audit });
+  registerPasskeyRoutes(app, deps);
 }

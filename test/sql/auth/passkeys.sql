@@ -2,7 +2,7 @@
 -- unique credential), sign-in (counter, last use, amr passkey, bans), list, rename, delete,
 -- and no grant to the API roles.
 begin;
-select plan(47);
+select plan(50);
 
 insert into auth.users (id, email, user_metadata) values
   ('00000000-0000-4000-8000-00000000b001', 'pk1@example.com', '{"name": "Pat Key"}'),
@@ -10,17 +10,17 @@ insert into auth.users (id, email, user_metadata) values
 insert into auth.users (id, is_anonymous, role) values ('00000000-0000-4000-8000-00000000b003', true, 'anon');
 
 -- issuing
-create temp table r1 as select * from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b001', 300, 2);
+create temp table r1 as select * from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b001', 'aal1', 300, 2);
 select is((select status from r1), 'ok', 'registration challenge: ok');
 select is((select octet_length(challenge) from r1), 32, 'of 32 random bytes');
 select ok((select expires_at from r1) between now() + interval '299 seconds' and now() + interval '301 seconds', 'expiring in 5 minutes');
 select is((select user_name from r1), 'pk1@example.com', 'the user name is the address');
 select is((select user_display_name from r1), 'Pat Key', 'the display name is user_metadata.name');
 select is((select exclude from r1), '{}'::bytea[], 'no passkey to exclude yet');
-select isnt((select challenge from auth.passkey_challenge('authentication', null, 300, 2)), (select challenge from r1), 'each challenge is new');
-select is((select status from auth.passkey_challenge('registration', '00000000-0000-4000-8000-0000000000ff', 300, 2)), 'user_not_found', 'unknown user');
-select is((select status from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b003', 300, 2)), 'anonymous', 'guests register no passkey');
-select throws_ok($$select auth.passkey_challenge('other', null, 300, 2)$$, '22023', null, 'an unknown kind raises');
+select isnt((select challenge from auth.passkey_challenge('authentication', null, 'aal1', 300, 2)), (select challenge from r1), 'each challenge is new');
+select is((select status from auth.passkey_challenge('registration', '00000000-0000-4000-8000-0000000000ff', 'aal1', 300, 2)), 'user_not_found', 'unknown user');
+select is((select status from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b003', 'aal1', 300, 2)), 'anonymous', 'guests register no passkey');
+select throws_ok($$select auth.passkey_challenge('other', null, 'aal1', 300, 2)$$, '22023', null, 'an unknown kind raises');
 
 -- consuming
 select is((select status from auth.passkey_consume_challenge((select challenge_id from r1), 'registration', '00000000-0000-4000-8000-00000000b002')),
@@ -32,15 +32,12 @@ select is((select status from c1), 'ok', 'its user consumes it');
 select is((select challenge from c1), (select challenge from r1), 'and gets its bytes');
 select is((select status from auth.passkey_consume_challenge((select challenge_id from r1), 'registration', '00000000-0000-4000-8000-00000000b001')),
   'not_found', 'a replay: not_found');
-create temp table a1 as select * from auth.passkey_challenge('authentication', null, 300, 2);
+create temp table a1 as select * from auth.passkey_challenge('authentication', null, 'aal1', 300, 2);
 update auth_private.passkey_challenges set expires_at = now() - interval '1 second' where id = (select challenge_id from a1);
 select is((select status from auth.passkey_consume_challenge((select challenge_id from a1), 'authentication', null)), 'expired', 'a late one: expired');
 select is((select count(*)::int from auth_private.passkey_challenges where id = (select challenge_id from a1)), 0, 'and gone');
 
 -- registering
-create function pg_temp.reg(u uuid, cred text, max int default 2) returns record language sql as $$
-  select status, passkey from auth.passkey_register(u, cred::bytea, 'pk'::bytea, 0, '{internal}', 'laptop', null, true, false, max)
-$$;
 create temp table g1 as select * from auth.passkey_register('00000000-0000-4000-8000-00000000b001', 'cred-1'::bytea, 'key-1'::bytea, 0,
   '{internal,hybrid}', 'laptop', null, true, true, 2, '{"ip": "127.0.0.1"}');
 select is((select status from g1), 'ok', 'register: ok');
@@ -53,8 +50,8 @@ select is((select status from auth.passkey_register('00000000-0000-4000-8000-000
   'ok', 'a second passkey');
 select is((select status from auth.passkey_register('00000000-0000-4000-8000-00000000b001', 'cred-3'::bytea, 'k'::bytea, 0, '{}', null, null, false, false, 2)),
   'too_many', 'over the limit: too_many');
-select is((select status from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b001', 300, 2)), 'too_many', 'and no challenge either');
-select is((select cardinality(exclude) from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b001', 300, 3)), 2,
+select is((select status from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b001', 'aal1', 300, 2)), 'too_many', 'and no challenge either');
+select is((select cardinality(exclude) from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b001', 'aal1', 300, 3)), 2,
   'the options exclude the passkeys the user has');
 select is((select status from auth.passkey_register('00000000-0000-4000-8000-0000000000ff', 'cred-4'::bytea, 'k'::bytea, 0, '{}', null, null, false, false, 2)),
   'user_not_found', 'unknown user');
@@ -78,6 +75,12 @@ select throws_ok(format('select auth.passkey_sign_in(%L, 7, sha256(''p4''), 3600
 select is((select sign_count from auth.passkeys where credential_id = 'cred-2'), 6::bigint, 'and nothing of it kept');
 update auth.users set banned_until = null where id = '00000000-0000-4000-8000-00000000b001';
 
+-- a verified second factor: passkeys are managed from aal2 sessions only
+insert into auth_private.mfa_factors (user_id, status, secret) values ('00000000-0000-4000-8000-00000000b002', 'verified', 'x'::bytea);
+select is((select status from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b002', 'aal1', 300, 2)), 'aal2_required',
+  'with a verified factor, an aal1 session gets no registration challenge');
+select is((select status from auth.passkey_challenge('registration', '00000000-0000-4000-8000-00000000b002', 'aal2', 300, 2)), 'ok', 'an aal2 session does');
+
 -- list, rename, delete
 select is((select jsonb_array_length(auth.passkey_list('00000000-0000-4000-8000-00000000b001'))), 2, 'list: two passkeys');
 select is(auth.passkey_list('00000000-0000-4000-8000-00000000b002'), '[]'::jsonb, 'list: none');
@@ -85,8 +88,9 @@ select is((select status from auth.passkey_rename('00000000-0000-4000-8000-00000
   'another user''s passkey cannot be renamed');
 select is((select passkey ->> 'friendly_name' from auth.passkey_rename('00000000-0000-4000-8000-00000000b001', (select passkey_id from f1), 'phone', null)),
   'phone', 'rename');
-select is(auth.passkey_delete('00000000-0000-4000-8000-00000000b002', (select passkey_id from f1)), 'not_found', 'another user''s passkey cannot be deleted');
-select is(auth.passkey_delete('00000000-0000-4000-8000-00000000b001', (select passkey_id from f1)), 'ok', 'delete');
+select is(auth.passkey_delete('00000000-0000-4000-8000-00000000b002', (select passkey_id from f1), 'aal1'), 'aal2_required', 'with a verified factor, not from aal1');
+select is(auth.passkey_delete('00000000-0000-4000-8000-00000000b002', (select passkey_id from f1), 'aal2'), 'not_found', 'another user''s passkey cannot be deleted');
+select is(auth.passkey_delete('00000000-0000-4000-8000-00000000b001', (select passkey_id from f1), 'aal1'), 'ok', 'delete');
 select is((select status from auth.passkey_sign_in((select passkey_id from f1), 1, sha256('p5'), 3600)), 'not_found', 'a deleted passkey signs no one in');
 
 -- the API roles read nothing
