@@ -17,7 +17,6 @@ import {
   verifyAuthenticationResponse,
   verifyRegistrationResponse,
   type AuthenticationResponseJSON,
-  type AuthenticatorTransport,
   type RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -282,7 +281,7 @@ export function registerPasskeyRoutes(app: FastifyInstance, deps: Deps): void {
             publicKey: new Uint8Array(stored.public_key!),
             // The counter rule is SQL's (auth.passkey_sign_in: under the row lock, audited): 0 turns the library's off.
             counter: 0,
-            transports: (stored.transports ?? []) as AuthenticatorTransport[],
+            transports: (stored.transports ?? []),
           },
           requireUserVerification: false,
         });
