@@ -221,5 +221,7 @@ await t.test('settings: AUTH_PASSKEY_RP_ID and AUTH_PASSKEY_ORIGINS; GoTrue\'s s
   t.equal(s.body.user.id, u.id);
   t.ok('app_metadata' in s.body.user, 'and GoTrue\'s User');
   const { r: wrong } = await signInWith(compat, credential, { counter: 2, origin: SITE });
-  t.equal(wrong.status, 400, 'SITE_URL is no origin once AUTH_PASSKEY_ORIGINS is set');
+  t.same([wrong.status, wrong.body.error_code], [400, 'webauthn_verification_failed'], 'SITE_URL is no origin once AUTH_PASSKEY_ORIGINS is set; GoTrue\'s error code');
+  const { r: taken } = await register(compat, u.token, 'https://app.example.com', credential);
+  t.same([taken.status, taken.body.error_code], [422, 'webauthn_credential_exists']);
 });
