@@ -129,6 +129,21 @@ function transportsOf(credential: Record<string, unknown>): string[] {
   return list.filter((t): t is string => typeof t === 'string' && TRANSPORTS.has(t));
 }
 
+interface Ctx {
+  deps: Deps;
+  sql: Deps['db']['sql'];
+  rpId: string;
+  origins: string[];
+  userGate: (req: FastifyRequest) => Promise<void>;
+  userOf: (req: FastifyRequest) => Credential & { userId: string };
+  authRateLimit: (req: FastifyRequest) => Promise<void>;
+  audit: (req: FastifyRequest) => ReturnType<typeof auditContext>;
+}
+
+function challengeAnswer(c: q.ChallengeRow, options: unknown) {
+  return { challenge_id: c.challenge_id, options, expires_at: Math.floor(c.expires_at!.getTime() / 1000) };
+}
+
 export function registerPasskeyRoutes(app: FastifyInstance, deps: Deps): void {
   const { config, db, credentials } = deps;
   const sql = db.sql;
@@ -151,12 +166,14 @@ export function registerPasskeyRoutes(app: FastifyInstance, deps: Deps): void {
     if (status === 'limited') throw AUTH_ERRORS.tooManyRequests();
   }
 
-  function challengeAnswer(c: q.ChallengeRow, options: unknown) {
-    return { challenge_id: c.challenge_id, options, expires_at: Math.floor(c.expires_at!.getTime() / 1000) };
-  }
+  const ctx: Ctx = { deps, sql, rpId, origins, userGate, userOf, authRateLimit, audit };
+  registration(app, ctx);
+  signIn(app, ctx);
+  management(app, ctx);
+}
 
-  // ── registration (signed in) ──────────────────────────────────────────────────────────
-
+// ── registration (signed in) ──────────────────────────────────────────────────────────
+function registration(app: FastifyInstance, { deps, sql, rpId, origins, userGate, userOf, audit }: Ctx): void {
   app.post('/auth/v1/passkeys/registration/options', { onRequest: userGate }, async (req, reply) => {
     optionalObject(req.body);
     const cred = userOf(req);
@@ -236,9 +253,11 @@ export function registerPasskeyRoutes(app: FastifyInstance, deps: Deps): void {
       }
     },
   );
+}
 
-  // ── sign-in (no credential needed) ────────────────────────────────────────────────────
-
+// ── sign-in (no credential needed) ────────────────────────────────────────────────────
+function signIn(app: FastifyInstance, { deps, sql, rpId, origins, authRateLimit, audit }: Ctx): void {
+  const { config } = deps;
   app.post('/auth/v1/passkeys/authentication/options', { onRequest: authRateLimit }, async (req, reply) => {
     optionalObject(req.body);
     const c = await q.issueChallenge(sql, 'authentication', null, null, PASSKEY_CHALLENGE_SECONDS, MAX_PASSKEYS_PER_USER);
@@ -306,9 +325,10 @@ export function registerPasskeyRoutes(app: FastifyInstance, deps: Deps): void {
       }
     },
   );
+}
 
-  // ── the signed-in user's passkeys ─────────────────────────────────────────────────────
-
+// ── the signed-in user's passkeys ─────────────────────────────────────────────────────
+function management(app: FastifyInstance, { sql, userGate, userOf, audit }: Ctx): void {
   app.get('/auth/v1/passkeys', { onRequest: userGate }, async (req, reply) => {
     return reply.code(200).send(await q.listPasskeys(sql, userOf(req).userId));
   });
