@@ -202,6 +202,22 @@ await t.test('rename and delete; a deleted passkey signs no one in', async (t) =
   t.same(actions.map((a) => a.action), ['passkey_created', 'passkey_counter_rejected', 'passkey_updated', 'passkey_deleted']);
 });
 
+await t.test('the service role lists and deletes a user\'s passkeys', async (t) => {
+  const svc = { token: app.serviceKey };
+  const { r } = await register(app, bob.token);
+  t.equal(r.status, 200, r.text);
+  const list = await app.call('GET', `/auth/v1/admin/users/${bob.id}/passkeys`, svc);
+  t.same(list.body.map((p: { id: string }) => p.id), [r.body.id]);
+  const asUser = await app.call('GET', `/auth/v1/admin/users/${bob.id}/passkeys`, { token: bob.token });
+  t.equal(asUser.status, 403, 'a user token is refused');
+  const unknown = await app.call('GET', '/auth/v1/admin/users/00000000-0000-4000-8000-0000000000ff/passkeys', svc);
+  t.same([unknown.status, unknown.body], [404, { error: 'user not found' }]);
+  const wrongUser = await app.call('DELETE', `/auth/v1/admin/users/${alice.id}/passkeys/${r.body.id}`, svc);
+  t.same([wrongUser.status, wrongUser.body], [404, { error: 'passkey not found' }], 'the passkey of another user');
+  t.equal((await app.call('DELETE', `/auth/v1/admin/users/${bob.id}/passkeys/${r.body.id}`, svc)).status, 204);
+  t.same((await app.call('GET', '/auth/v1/passkeys', { token: bob.token })).body, []);
+});
+
 await t.test('settings: AUTH_PASSKEY_RP_ID and AUTH_PASSKEY_ORIGINS; GoTrue\'s session under SUPABASE_COMPAT', async (t) => {
   t.throws(() => parseConfig({ AUTH_PASSKEY_RP_ID: 'https://example.com' }), /AUTH_PASSKEY_RP_ID/);
   t.throws(() => parseConfig({ AUTH_PASSKEY_ORIGINS: 'ftp://example.com' }), /AUTH_PASSKEY_ORIGINS/);

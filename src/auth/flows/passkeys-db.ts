@@ -116,9 +116,17 @@ export async function passkeySignIn(
   return r;
 }
 
-export async function listPasskeys(sql: Sql, userId: string): Promise<PasskeyJson[]> {
-  const [r] = await call(sql<{ list: PasskeyJson[] }[]>`select auth.passkey_list(${userId}::uuid) as list`);
+/** A user's passkeys; null when there is no such user. */
+export async function listPasskeys(sql: Sql, userId: string): Promise<PasskeyJson[] | null> {
+  const [r] = await call(sql<{ list: PasskeyJson[] | null }[]>`select auth.passkey_list(${userId}::uuid) as list`);
   return r.list;
+}
+
+export async function adminDeletePasskey(sql: Sql, userId: string, passkeyId: string, context: AuditContext | null): Promise<'ok' | 'not_found'> {
+  const [r] = await call(
+    sql<{ status: 'ok' | 'not_found' }[]>`select auth.passkey_admin_delete(${userId}::uuid, ${passkeyId}::uuid, ${auditParam(sql, context)}::jsonb) as status`,
+  );
+  return r.status;
 }
 
 export async function renamePasskey(

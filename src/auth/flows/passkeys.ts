@@ -170,6 +170,37 @@ export function registerPasskeyRoutes(app: FastifyInstance, deps: Deps): void {
   registration(app, ctx);
   signIn(app, ctx);
   management(app, ctx);
+  administration(app, ctx);
+}
+
+// ── the service role (GoTrue's admin passkey endpoints) ──────────────────────────────────
+function administration(app: FastifyInstance, { deps, sql, audit }: Ctx): void {
+  const serviceRoleGate = deps.credentials.requireRole('service_role');
+
+  app.get<{ Params: { id: string } }>('/auth/v1/admin/users/:id/passkeys', { onRequest: serviceRoleGate }, async (req, reply) => {
+    if (!UUID.test(req.params.id)) throw AUTH_ERRORS.invalidUserId();
+    const list = await q.listPasskeys(sql, req.params.id);
+    if (list === null) throw AUTH_ERRORS.userNotFound();
+    return reply.code(200).send(list);
+  });
+
+  app.delete<{ Params: { id: string; passkey_id: string } }>(
+    '/auth/v1/admin/users/:id/passkeys/:passkey_id',
+    { onRequest: serviceRoleGate },
+    async (req, reply) => {
+      if (!UUID.test(req.params.id)) throw AUTH_ERRORS.invalidUserId();
+      if (!UUID.test(req.params.passkey_id)) throw PASSKEY_ERRORS.notFound();
+      const status = await q.adminDeletePasskey(sql, req.params.id, req.params.passkey_id, audit(req));
+      switch (status) {
+        case 'ok':
+          return reply.code(204).send();
+        case 'not_found':
+          throw PASSKEY_ERRORS.notFound();
+        default:
+          return unreachable(status);
+      }
+    },
+  );
 }
 
 // ── registration (signed in) ──────────────────────────────────────────────────────────
@@ -330,7 +361,9 @@ function signIn(app: FastifyInstance, { deps, sql, rpId, origins, authRateLimit,
 // ── the signed-in user's passkeys ─────────────────────────────────────────────────────
 function management(app: FastifyInstance, { sql, userGate, userOf, audit }: Ctx): void {
   app.get('/auth/v1/passkeys', { onRequest: userGate }, async (req, reply) => {
-    return reply.code(200).send(await q.listPasskeys(sql, userOf(req).userId));
+    const list = await q.listPasskeys(sql, userOf(req).userId);
+    if (list === null) throw AUTH_ERRORS.userNotFound();
+    return reply.code(200).send(list);
   });
 
   app.patch<{ Params: { id: string }; Body: { friendly_name: string } }>(

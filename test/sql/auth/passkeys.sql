@@ -2,7 +2,7 @@
 -- unique credential), sign-in (counter, last use, amr passkey, bans), list, rename, delete,
 -- and no grant to the API roles.
 begin;
-select plan(50);
+select plan(54);
 
 insert into auth.users (id, email, user_metadata) values
   ('00000000-0000-4000-8000-00000000b001', 'pk1@example.com', '{"name": "Pat Key"}'),
@@ -84,6 +84,7 @@ select is((select status from auth.passkey_challenge('registration', '00000000-0
 -- list, rename, delete
 select is((select jsonb_array_length(auth.passkey_list('00000000-0000-4000-8000-00000000b001'))), 2, 'list: two passkeys');
 select is(auth.passkey_list('00000000-0000-4000-8000-00000000b002'), '[]'::jsonb, 'list: none');
+select is(auth.passkey_list('00000000-0000-4000-8000-0000000000ff'), null, 'list: an unknown user is null');
 select is((select status from auth.passkey_rename('00000000-0000-4000-8000-00000000b002', (select passkey_id from f1), 'mine', null)), 'not_found',
   'another user''s passkey cannot be renamed');
 select is((select passkey ->> 'friendly_name' from auth.passkey_rename('00000000-0000-4000-8000-00000000b001', (select passkey_id from f1), 'phone', null)),
@@ -92,6 +93,9 @@ select is(auth.passkey_delete('00000000-0000-4000-8000-00000000b002', (select pa
 select is(auth.passkey_delete('00000000-0000-4000-8000-00000000b002', (select passkey_id from f1), 'aal2'), 'not_found', 'another user''s passkey cannot be deleted');
 select is(auth.passkey_delete('00000000-0000-4000-8000-00000000b001', (select passkey_id from f1), 'aal1'), 'ok', 'delete');
 select is((select status from auth.passkey_sign_in((select passkey_id from f1), 1, sha256('p5'), 3600)), 'not_found', 'a deleted passkey signs no one in');
+select is(auth.passkey_admin_delete('00000000-0000-4000-8000-00000000b002', (select passkey_id from f2)), 'not_found', 'admin delete: the passkey of another user');
+select is(auth.passkey_admin_delete('00000000-0000-4000-8000-00000000b001', (select passkey_id from f2)), 'ok', 'admin delete, with no aal rule');
+select is((select detail ->> 'by' from auth.audit_log_entries where action = 'passkey_deleted' and detail ->> 'passkey_id' = (select passkey_id::text from f2)), 'admin', 'audited as the admin''s');
 
 -- the API roles read nothing
 select is(has_table_privilege('authenticated', 'auth.passkeys', 'select'), false, 'authenticated cannot read auth.passkeys');
