@@ -167,6 +167,22 @@ await t.test('bad input: 400 or 401, never a 500', async (t) => {
     const r = await app.call('POST', '/auth/v1/passkeys/authentication/verify', { body });
     t.same([r.status, r.body], [status, { error }], JSON.stringify(body));
   }
+  // Hostile shapes inside `credential` (each with a fresh challenge): all 400, none a 500.
+  const hostile: unknown[] = [
+    { id: 5, response: {} },
+    { id: 'AAAA', response: { clientDataJSON: 123, authenticatorData: [], signature: null, userHandle: {} } },
+    { id: aliceKey.id.toString('base64url'), rawId: 7, type: 'public-key', response: 'x' },
+    { id: aliceKey.id.toString('base64url'), response: { clientDataJSON: 'e30', authenticatorData: '', signature: '', userHandle: Buffer.from(alice.id).toString('base64url') } },
+    { id: 'x'.repeat(5000), response: {} },
+  ];
+  for (const credential of hostile) {
+    const h = await authOptions(app);
+    const r = await app.call('POST', '/auth/v1/passkeys/authentication/verify', { body: { challenge_id: h.challenge_id, credential } });
+    t.same([r.status, r.body], [400, { error: 'passkey verification failed' }], `sign-in with ${JSON.stringify(credential).slice(0, 80)}`);
+    const ho = await registrationOptions(app, bob.token);
+    const rr = await app.call('POST', '/auth/v1/passkeys/registration/verify', { token: bob.token, body: { challenge_id: ho.challenge_id, credential } });
+    t.same([rr.status, rr.body], [400, { error: 'passkey verification failed' }], `registration with ${JSON.stringify(credential).slice(0, 80)}`);
+  }
   const o2 = await authOptions(app);
   const signed = get(o2.options, SITE, aliceKey, { counter: 30 }) as { response: Record<string, string> };
   signed.response.signature = Buffer.from('not a signature').toString('base64url');
