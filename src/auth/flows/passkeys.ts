@@ -22,21 +22,18 @@ import {
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../core/area.ts';
 import type { Credential } from '../../core/credentials.ts';
-import { AppError, ERRORS } from '../../core/errors.ts';
-import { clientIp } from '../../core/http.ts';
-import { takeRateLimit } from '../db.ts';
+import { AppError, ERRORS, unreachable } from '../../core/errors.ts';
 import { AUTH_ERRORS } from '../errors.ts';
 import { compatSession } from '../compat/shape.ts';
-import { auditContext, isOkGrant, sessionFromGrant } from '../sessions.ts';
+import { isOkGrant, sessionFromGrant } from '../sessions.ts';
 import { newOpaqueToken } from '../tokens.ts';
 import * as q from './passkeys-db.ts';
+import { authRoom, isPlainObject, UUID, type AuthRoom } from './room.ts';
 
 /** A challenge lives 5 minutes (GoTrue's WEBAUTHN_CHALLENGE_EXPIRY_DURATION); the browser's prompt as long. */
 export const PASSKEY_CHALLENGE_SECONDS = 300;
 /** GoTrue's default MAX_PASSKEYS_PER_USER. */
 export const MAX_PASSKEYS_PER_USER = 10;
-const AUTH_WINDOW_SECONDS = 60;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const PASSKEY_ERRORS = {
   challengeNotFound: () => new AppError(400, 'passkey challenge not found or already used'),
@@ -57,14 +54,6 @@ export function relyingParty(config: Deps['config']): { rpId: string; origins: s
     rpId: config.passkeyRpId ?? site.hostname,
     origins: config.passkeyOrigins.length > 0 ? [...config.passkeyOrigins] : [site.origin],
   };
-}
-
-function unreachable(status: never): never {
-  throw new Error(`unexpected status ${String(status)}`);
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** The options endpoints take no field of their own: an absent body or any object (auth-js sends captcha fields). */
@@ -129,44 +118,14 @@ function transportsOf(credential: Record<string, unknown>): string[] {
   return list.filter((t): t is string => typeof t === 'string' && TRANSPORTS.has(t));
 }
 
-interface Ctx {
-  deps: Deps;
-  sql: Deps['db']['sql'];
-  rpId: string;
-  origins: string[];
-  userGate: (req: FastifyRequest) => Promise<void>;
-  userOf: (req: FastifyRequest) => Credential & { userId: string };
-  authRateLimit: (req: FastifyRequest) => Promise<void>;
-  audit: (req: FastifyRequest) => ReturnType<typeof auditContext>;
-}
+type Ctx = AuthRoom & { rpId: string; origins: string[] };
 
 function challengeAnswer(c: q.ChallengeRow, options: unknown) {
   return { challenge_id: c.challenge_id, options, expires_at: Math.floor(c.expires_at!.getTime() / 1000) };
 }
 
 export function registerPasskeyRoutes(app: FastifyInstance, deps: Deps): void {
-  const { config, db, credentials } = deps;
-  const sql = db.sql;
-  const { rpId, origins } = relyingParty(config);
-  const users = new WeakMap<FastifyRequest, Credential & { userId: string }>();
-  const audit = (req: FastifyRequest) => auditContext(req, config);
-
-  async function userGate(req: FastifyRequest): Promise<void> {
-    users.set(req, await credentials.user(req));
-  }
-  function userOf(req: FastifyRequest): Credential & { userId: string } {
-    const cred = users.get(req);
-    if (cred === undefined) throw ERRORS.invalidToken();
-    return cred;
-  }
-  /** Sign-in with a passkey counts in AUTH_RATE_LIMIT's bucket, as the other sign-ins. */
-  async function authRateLimit(req: FastifyRequest): Promise<void> {
-    if (config.authRateLimit === 0) return;
-    const status = await takeRateLimit(sql, 'auth', clientIp(req, config.trustProxy), config.authRateLimit, AUTH_WINDOW_SECONDS);
-    if (status === 'limited') throw AUTH_ERRORS.tooManyRequests();
-  }
-
-  const ctx: Ctx = { deps, sql, rpId, origins, userGate, userOf, authRateLimit, audit };
+  const ctx: Ctx = { ...authRoom(deps), ...relyingParty(deps.config) };
   registration(app, ctx);
   signIn(app, ctx);
   management(app, ctx);
@@ -174,9 +133,7 @@ export function registerPasskeyRoutes(app: FastifyInstance, deps: Deps): void {
 }
 
 // ── the service role (GoTrue's admin passkey endpoints) ──────────────────────────────────
-function administration(app: FastifyInstance, { deps, sql, audit }: Ctx): void {
-  const serviceRoleGate = deps.credentials.requireRole('service_role');
-
+function administration(app: FastifyInstance, { sql, audit, serviceRoleGate }: Ctx): void {
   app.get<{ Params: { id: string } }>('/auth/v1/admin/users/:id/passkeys', { onRequest: serviceRoleGate }, async (req, reply) => {
     if (!UUID.test(req.params.id)) throw AUTH_ERRORS.invalidUserId();
     const list = await q.listPasskeys(sql, req.params.id);
