@@ -687,13 +687,15 @@ begin
     where t.user_id = v_user.id and t.kind = compat_send_link.kind and t.used_at is null;
   -- A code's hash names its address: an old row with the same hash is this address's own, spent.
   delete from auth_private.one_time_tokens t where t.token_hash = compat_send_link.code_hash;
-  insert into auth_private.one_time_tokens (token_hash, user_id, kind, email, expires_at)
-    values (compat_send_link.link_hash, v_user.id, compat_send_link.kind, v_user.email, now() + interval '1 hour'),
-           (compat_send_link.code_hash, v_user.id, compat_send_link.kind, v_user.email, now() + interval '1 hour');
+  insert into auth_private.one_time_tokens (token_hash, user_id, kind, email, is_code, expires_at)
+    values (compat_send_link.link_hash, v_user.id, compat_send_link.kind, v_user.email, false, now() + interval '1 hour'),
+           (compat_send_link.code_hash, v_user.id, compat_send_link.kind, v_user.email, true, now() + interval '1 hour');
   perform graphile_worker.add_job('auth__send_email',
     json_build_object('kind', compat_send_link.kind, 'to', v_user.email, 'sealed_token', compat_send_link.sealed_token,
-      'compat', json_build_object('sealed_code', compat_send_link.sealed_code, 'redirect_to', compat_send_link.redirect_to,
-        'type', case when compat_send_link.kind = 'recovery' then 'recovery' when v_created then 'signup' else 'magiclink' end)),
+      'sealed_code', compat_send_link.sealed_code,
+      'compat', case when compat_send_link.redirect_to is not null then
+        json_build_object('sealed_code', compat_send_link.sealed_code, 'redirect_to', compat_send_link.redirect_to,
+          'type', case when compat_send_link.kind = 'recovery' then 'recovery' when v_created then 'signup' else 'magiclink' end) end),
     max_attempts => 5);
   if compat_send_link.kind = 'recovery' then
     perform auth_private.audit('recovery_requested', v_user.id, compat_send_link.context, '{}'::jsonb);
@@ -706,7 +708,7 @@ $$;
 -- Name: FUNCTION compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
 --
 
-COMMENT ON FUNCTION auth.compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb) IS 'SUPABASE_COMPAT: issue a link token and a 6-digit code (1 h, once, either spends the other) and enqueue one mail. Status: sent | created | not_found | limited.';
+COMMENT ON FUNCTION auth.compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb) IS 'Issue a link token and a 6-digit code (1 h, once, either spends the other) and enqueue one mail (GoTrue''s with a redirect_to, the interface''s without). Status: sent | created | not_found | limited.';
 
 --
 -- Name: compat_user(uuid); Type: FUNCTION; Schema: auth; Owner: -
@@ -726,10 +728,10 @@ $$;
 COMMENT ON FUNCTION auth.compat_user(user_id uuid) IS 'SUPABASE_COMPAT: the GoTrue User object of an id, or null.';
 
 --
--- Name: compat_verify(text, bytea, bytea, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+-- Name: compat_verify(text, bytea, bytea, integer, jsonb, text); Type: FUNCTION; Schema: auth; Owner: -
 --
 
-CREATE FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb DEFAULT NULL::jsonb) RETURNS auth.session_result
+CREATE FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb DEFAULT NULL::jsonb, method text DEFAULT NULL::text) RETURNS auth.session_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -761,15 +763,16 @@ begin
   update auth.users u set email_confirmed_at = now(), updated_at = now()
     where u.id = v_user_id and u.email_confirmed_at is null;
   return auth.start_session(v_user_id, compat_verify.refresh_token_hash, compat_verify.ttl_seconds, null,
-    case compat_verify.kind when 'recovery' then 'recovery' when 'magic_link' then 'magiclink' else 'otp' end, compat_verify.context);
+    coalesce(compat_verify.method, case compat_verify.kind when 'recovery' then 'recovery' when 'magic_link' then 'magiclink' else 'otp' end),
+    compat_verify.context);
 end
 $$;
 
 --
--- Name: FUNCTION compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+-- Name: FUNCTION compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb, method text); Type: COMMENT; Schema: auth; Owner: -
 --
 
-COMMENT ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb) IS 'SUPABASE_COMPAT: use a magic-link, recovery or verification token and open a session in one transaction. Status: ok | invalid.';
+COMMENT ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb, method text) IS 'SUPABASE_COMPAT: use a magic-link, recovery or verification token and open a session in one transaction. Status: ok | invalid.';
 
 --
 -- Name: confirm_recovery(bytea, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
@@ -1660,7 +1663,7 @@ begin
     return query select 'invalid'::text, null::jsonb, null::text[], 'access token hook returned no claims object'::text, null::integer;
     return;
   end if;
-  foreach v_key in array array['sub', 'role', 'aud', 'exp', 'iat', 'aal', 'amr', 'session_id', 'email', 'is_anonymous'] loop
+  foreach v_key in array array['sub', 'role', 'aud', 'exp', 'iat', 'aal', 'amr', 'session_id', 'email', 'phone', 'is_anonymous'] loop
     if (v_claims -> v_key) is distinct from (v_original -> v_key) then
       v_refused := v_refused || v_key;
       v_claims := case when v_original ? v_key then v_claims || pg_catalog.jsonb_build_object(v_key, v_original -> v_key)
@@ -1675,7 +1678,104 @@ $_$;
 -- Name: FUNCTION run_access_token_hook(hook text, event jsonb); Type: COMMENT; Schema: auth; Owner: -
 --
 
-COMMENT ON FUNCTION auth.run_access_token_hook(hook text, event jsonb) IS 'Run the custom access-token hook on an event; sub, role, aud, exp, iat, aal, amr, session_id, email and is_anonymous cannot change (refused lists the tries). Status: ok | raised | refused | invalid.';
+COMMENT ON FUNCTION auth.run_access_token_hook(hook text, event jsonb) IS 'Run the custom access-token hook on an event; sub, role, aud, exp, iat, aal, amr, session_id, email, phone and is_anonymous cannot change (refused lists the tries). Status: ok | raised | refused | invalid.';
+
+--
+-- Name: run_send_sms_hook(text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.run_send_sms_hook(hook text, event jsonb) RETURNS TABLE(status text, message text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+declare
+  v_proc regproc;
+  v_result jsonb;
+  v_message text;
+begin
+  begin
+    v_proc := pg_catalog.to_regproc(run_send_sms_hook.hook);
+  exception when others then
+    v_proc := null;
+  end;
+  if v_proc is null then
+    return query select 'invalid'::text, 'send-SMS hook function not found'::text;
+    return;
+  end if;
+  begin
+    execute pg_catalog.format('select %s($1)::jsonb', v_proc::text) into v_result using run_send_sms_hook.event;
+  exception when others then
+    get stacked diagnostics v_message = message_text;
+    return query select 'failed'::text, v_message;
+    return;
+  end;
+  if pg_catalog.jsonb_typeof(v_result -> 'error') = 'object' then
+    return query select 'failed'::text, coalesce(v_result #>> '{error,message}', 'the send-SMS hook answered an error');
+    return;
+  end if;
+  return query select 'ok'::text, null::text;
+end
+$_$;
+
+--
+-- Name: FUNCTION run_send_sms_hook(hook text, event jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.run_send_sms_hook(hook text, event jsonb) IS 'Run the send-SMS hook SQL function on {user, sms: {otp}}. Status: ok | failed | invalid.';
+
+--
+-- Name: send_phone_code(text, boolean, jsonb, bytea, text, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.send_phone_code(phone text, create_user boolean, user_metadata jsonb, code_hash bytea, sealed_code text, sms_limit integer, context jsonb DEFAULT NULL::jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+declare
+  v_user auth.users;
+  v_created boolean := false;
+begin
+  if send_phone_code.phone !~ '^\+[1-9][0-9]{7,14}$' then
+    raise exception 'invalid phone number' using errcode = 'PT400';
+  end if;
+  if auth.take_rate_limit('sms', send_phone_code.phone, send_phone_code.sms_limit, 3600) = 'limited' then
+    return 'limited';
+  end if;
+  select * into v_user from auth.users u where u.phone = send_phone_code.phone for update;
+  if v_user.id is null and send_phone_code.create_user then
+    insert into auth.users (phone, user_metadata, providers)
+      values (send_phone_code.phone, coalesce(send_phone_code.user_metadata, '{}'::jsonb), '{phone}')
+      on conflict (phone) where phone is not null do nothing
+      returning * into v_user;
+    if v_user.id is null then -- created meanwhile by a concurrent request: use that account
+      select * into v_user from auth.users u where u.phone = send_phone_code.phone for update;
+    else
+      v_created := true;
+      perform auth_private.audit('sign_up', v_user.id, send_phone_code.context, '{"method": "otp", "provider": "phone"}'::jsonb);
+    end if;
+  end if;
+  if v_user.id is null then
+    perform graphile_worker.add_job('auth__send_sms', json_build_object('to', null), max_attempts => 3);
+    return 'not_found';
+  end if;
+  update auth_private.one_time_tokens t set used_at = now()
+    where t.user_id = v_user.id and t.kind = 'sms' and t.used_at is null;
+  delete from auth_private.one_time_tokens t where t.token_hash = send_phone_code.code_hash;
+  insert into auth_private.one_time_tokens (token_hash, user_id, kind, phone, is_code, expires_at)
+    values (send_phone_code.code_hash, v_user.id, 'sms', v_user.phone, true, now() + interval '10 minutes');
+  perform graphile_worker.add_job('auth__send_sms',
+    json_build_object('to', v_user.phone, 'user_id', v_user.id, 'sealed_code', send_phone_code.sealed_code), max_attempts => 3);
+  return case when v_created then 'created' else 'sent' end;
+end
+$_$;
+
+--
+-- Name: FUNCTION send_phone_code(phone text, create_user boolean, user_metadata jsonb, code_hash bytea, sealed_code text, sms_limit integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.send_phone_code(phone text, create_user boolean, user_metadata jsonb, code_hash bytea, sealed_code text, sms_limit integer, context jsonb) IS 'Issue a phone code (10 min, once) and enqueue its SMS (auth__send_sms); an unknown number without create_user gets a job that sends nothing. Status: sent | created | not_found | limited.';
 
 --
 -- Name: sign_in_anonymously(text, jsonb, bytea, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
@@ -1741,6 +1841,23 @@ $$;
 --
 
 COMMENT ON FUNCTION auth.sign_up(email text, password_hash text, user_metadata jsonb, verification_token_hash bytea, sealed_verification_token text, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb) IS 'Create an email/password account; start a session, or (verification token given) enqueue the confirmation email. Audited. Status: ok | confirmation_sent | email_taken.';
+
+--
+-- Name: sms_hook_user(uuid); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.sms_hook_user(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select auth_private.gotrue_user_json(u) from auth.users u where u.id = sms_hook_user.user_id
+$$;
+
+--
+-- Name: FUNCTION sms_hook_user(user_id uuid); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.sms_hook_user(user_id uuid) IS 'The User object the send-SMS hook is given (GoTrue''s shape); null when the user is gone.';
 
 --
 -- Name: start_session(uuid, bytea, integer, uuid, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
@@ -1930,6 +2047,53 @@ $$;
 COMMENT ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text, verification_token_hash bytea, sealed_verification_token text) IS 'Change a user''s own email, password hash and metadata (merged; null keys removed); an email or password change ends the other sessions, tells the former address and is audited; with a verified factor it needs aal2; a guest giving an email is confirmed (or sent the confirmation) and so becomes a user. Status: ok | not_found | email_taken | insufficient_aal.';
 
 --
+-- Name: verify_code(text[], text, text, bytea, bytea, integer, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.verify_code(kinds text[], email text, phone text, code_hash bytea, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb DEFAULT NULL::jsonb) RETURNS auth.session_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_user_id uuid;
+  v_kind text;
+begin
+  if verify_code.phone is not null then
+    select u.id into v_user_id from auth.users u where u.phone = verify_code.phone for update;
+  else
+    select u.id into v_user_id from auth.users u where lower(u.email) = lower(verify_code.email) for update;
+  end if;
+  if v_user_id is null then
+    return auth_private.session_status('invalid');
+  end if;
+  select t.kind into v_kind from auth_private.one_time_tokens t join auth.users u on u.id = t.user_id
+    where t.token_hash = verify_code.code_hash and t.user_id = v_user_id and t.kind = any (verify_code.kinds) and t.is_code
+      and t.used_at is null and t.expires_at > now()
+      and case when t.kind = 'sms' then t.phone = u.phone else lower(t.email) = lower(u.email) end;
+  if v_kind is null then
+    update auth_private.one_time_tokens t
+       set failed_attempts = t.failed_attempts + 1,
+           used_at = case when t.failed_attempts + 1 >= verify_code.max_attempts then now() end
+     where t.user_id = v_user_id and t.kind = any (verify_code.kinds) and t.is_code and t.used_at is null and t.expires_at > now();
+    return auth_private.session_status('invalid');
+  end if;
+  if v_kind = 'sms' then
+    return auth_private.use_phone_code(v_user_id, verify_code.code_hash, verify_code.refresh_token_hash, verify_code.ttl_seconds,
+      verify_code.context);
+  end if;
+  return auth.compat_verify(v_kind, verify_code.code_hash, verify_code.refresh_token_hash, verify_code.ttl_seconds,
+    verify_code.context, 'otp');
+end
+$$;
+
+--
+-- Name: FUNCTION verify_code(kinds text[], email text, phone text, code_hash bytea, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.verify_code(kinds text[], email text, phone text, code_hash bytea, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb) IS 'Use an emailed or phone code of an address and start a session; a wrong code counts against the address''s live codes, burnt at max_attempts. Status: ok | invalid.';
+
+--
 -- Name: verify_email(bytea); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -2020,9 +2184,12 @@ CREATE TABLE auth.users (
     app_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
     banned_until timestamp with time zone,
     invited_at timestamp with time zone,
+    phone text,
+    phone_confirmed_at timestamp with time zone,
     CONSTRAINT users_app_metadata_check CHECK ((jsonb_typeof(app_metadata) = 'object'::text)),
     CONSTRAINT users_email_check CHECK (((email IS NULL) OR (((length(email) >= 3) AND (length(email) <= 320)) AND (POSITION(('@'::text) IN (email)) > 1)))),
-    CONSTRAINT users_identity_check CHECK (((email IS NOT NULL) OR is_anonymous OR (provider IS NOT NULL))),
+    CONSTRAINT users_identity_check CHECK (((email IS NOT NULL) OR (phone IS NOT NULL) OR is_anonymous OR (provider IS NOT NULL))),
+    CONSTRAINT users_phone_check CHECK (((phone IS NULL) OR (phone ~ '^\+[1-9][0-9]{7,14}$'::text))),
     CONSTRAINT users_provider_check CHECK (((provider IS NULL) OR (provider = ANY (ARRAY['google'::text, 'github'::text, 'apple'::text, 'microsoft'::text, 'oidc'::text])))),
     CONSTRAINT users_role_check CHECK ((role ~ '^[a-z_][a-z0-9_]{0,62}$'::text)),
     CONSTRAINT users_user_metadata_check CHECK ((jsonb_typeof(user_metadata) = 'object'::text))
@@ -2095,6 +2262,18 @@ COMMENT ON COLUMN auth.users.banned_until IS 'No sign-in and no refresh while th
 COMMENT ON COLUMN auth.users.invited_at IS 'When an admin invited the user (POST /auth/v1/invite, generate_link type invite).';
 
 --
+-- Name: COLUMN users.phone; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.phone IS 'E.164 phone number (+ and 8 to 15 digits), unique; null when the account has none.';
+
+--
+-- Name: COLUMN users.phone_confirmed_at; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.users.phone_confirmed_at IS 'When a code sent to the phone number was first used; null: not proven.';
+
+--
 -- Name: admin_user_json(auth.users); Type: FUNCTION; Schema: auth_private; Owner: -
 --
 
@@ -2105,6 +2284,8 @@ CREATE FUNCTION auth_private.admin_user_json(u auth.users) RETURNS jsonb
     'app_metadata', auth_private.app_metadata(u),
     'is_anonymous', u.is_anonymous,
     'email_confirmed_at', auth_private.iso_utc(u.email_confirmed_at),
+    'phone', u.phone,
+    'phone_confirmed_at', auth_private.iso_utc(u.phone_confirmed_at),
     'invited_at', auth_private.iso_utc(u.invited_at),
     'last_sign_in_at', auth_private.iso_utc(u.last_sign_in_at),
     'banned_until', case when u.banned_until operator(pg_catalog.>) pg_catalog.now() then auth_private.iso_utc(u.banned_until) end)
@@ -2114,7 +2295,7 @@ $$;
 -- Name: FUNCTION admin_user_json(u auth.users); Type: COMMENT; Schema: auth_private; Owner: -
 --
 
-COMMENT ON FUNCTION auth_private.admin_user_json(u auth.users) IS 'The User object with app_metadata, is_anonymous, email_confirmed_at, invited_at, last_sign_in_at and banned_until (null unless banned now).';
+COMMENT ON FUNCTION auth_private.admin_user_json(u auth.users) IS 'The User object with app_metadata, is_anonymous, email_confirmed_at, phone, phone_confirmed_at, invited_at, last_sign_in_at and banned_until (null unless banned now).';
 
 --
 -- Name: app_metadata(auth.users); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -2279,8 +2460,9 @@ CREATE FUNCTION auth_private.gotrue_user_json(u auth.users) RETURNS jsonb
       'role', u.role,
       'email', coalesce(u.email, ''),
       'email_confirmed_at', auth_private.iso_utc(u.email_confirmed_at),
-      'phone', '',
-      'confirmed_at', auth_private.iso_utc(u.email_confirmed_at),
+      'phone', coalesce(substr(u.phone, 2), ''),
+      'phone_confirmed_at', auth_private.iso_utc(u.phone_confirmed_at),
+      'confirmed_at', auth_private.iso_utc(coalesce(u.email_confirmed_at, u.phone_confirmed_at)),
       'last_sign_in_at', auth_private.iso_utc(u.last_sign_in_at),
       'app_metadata', jsonb_build_object(
         'provider', case when u.is_anonymous then 'anonymous' else coalesce(u.provider, u.providers[1], 'email') end,
@@ -2290,7 +2472,9 @@ CREATE FUNCTION auth_private.gotrue_user_json(u auth.users) RETURNS jsonb
       'identities', case when u.is_anonymous then '[]'::jsonb else (
         select coalesce(jsonb_agg(jsonb_build_object(
             'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', p,
-            'identity_data', jsonb_build_object('sub', u.id, 'email', u.email, 'email_verified', u.email_confirmed_at is not null),
+            'identity_data', case when p = 'phone'
+              then jsonb_build_object('sub', u.id, 'phone', substr(u.phone, 2), 'phone_verified', u.phone_confirmed_at is not null)
+              else jsonb_build_object('sub', u.id, 'email', u.email, 'email_verified', u.email_confirmed_at is not null) end,
             'email', u.email,
             'created_at', auth_private.iso_utc(u.created_at), 'updated_at', auth_private.iso_utc(u.updated_at),
             'last_sign_in_at', auth_private.iso_utc(u.last_sign_in_at))), '[]'::jsonb)
@@ -2692,6 +2876,43 @@ $$;
 COMMENT ON FUNCTION auth_private.totp(secret bytea, step bigint) IS 'The RFC 6238 code (SHA-1, 6 digits) of a secret at a step (seconds since the epoch / 30).';
 
 --
+-- Name: use_phone_code(uuid, bytea, bytea, integer, jsonb); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.use_phone_code(user_id uuid, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb) RETURNS auth.session_result
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_issued_at timestamptz;
+begin
+  update auth_private.one_time_tokens t set used_at = now()
+    where t.token_hash = use_phone_code.token_hash and t.used_at is null
+    returning t.created_at into v_issued_at;
+  if not found then
+    return auth_private.session_status('invalid');
+  end if;
+  update auth_private.one_time_tokens t set used_at = now()
+    where t.user_id = use_phone_code.user_id and t.kind = 'sms' and t.used_at is null;
+  update auth.users u
+     set phone_confirmed_at = now(),
+         user_metadata = case when u.created_at = v_issued_at then u.user_metadata else '{}'::jsonb end,
+         providers = case when 'phone' = any (u.providers) then u.providers else u.providers || '{phone}'::text[] end,
+         updated_at = now()
+   where u.id = use_phone_code.user_id and u.phone_confirmed_at is null;
+  return auth.start_session(use_phone_code.user_id, use_phone_code.refresh_token_hash, use_phone_code.ttl_seconds, null, 'otp',
+    use_phone_code.context);
+end
+$$;
+
+--
+-- Name: FUNCTION use_phone_code(user_id uuid, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.use_phone_code(user_id uuid, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb) IS 'Spend a phone code and the number''s other codes, prove the number, start a session (amr otp). Status: ok | invalid.';
+
+--
 -- Name: user_json(auth.users); Type: FUNCTION; Schema: auth_private; Owner: -
 --
 
@@ -2707,13 +2928,15 @@ CREATE FUNCTION auth_private.user_json(u auth.users) RETURNS jsonb
       'updated_at', auth_private.iso_utc(u.updated_at))
     operator(pg_catalog.||) case when u.provider is null then '{}'::pg_catalog.jsonb
       else pg_catalog.jsonb_build_object('provider', u.provider) end
+    operator(pg_catalog.||) case when u.phone is null then '{}'::pg_catalog.jsonb
+      else pg_catalog.jsonb_build_object('phone', u.phone) end
 $$;
 
 --
 -- Name: FUNCTION user_json(u auth.users); Type: COMMENT; Schema: auth_private; Owner: -
 --
 
-COMMENT ON FUNCTION auth_private.user_json(u auth.users) IS 'The User object of the wire (interface §2.1): provider only for OAuth users. Inlinable: no SET clause, names qualified.';
+COMMENT ON FUNCTION auth_private.user_json(u auth.users) IS 'The User object of the wire (docs/api/auth.md): provider only for OAuth users, phone only for users with one. Inlinable: no SET clause, names qualified.';
 
 --
 -- Name: live_registry(); Type: FUNCTION; Schema: dashboard_private; Owner: -
@@ -7937,12 +8160,20 @@ CREATE TABLE auth_private.one_time_tokens (
     token_hash bytea NOT NULL,
     user_id uuid NOT NULL,
     kind text NOT NULL,
-    email text NOT NULL,
+    email text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     used_at timestamp with time zone,
+    phone text,
+    is_code boolean DEFAULT false NOT NULL,
+    failed_attempts integer DEFAULT 0 NOT NULL,
+    CONSTRAINT one_time_tokens_address_check CHECK (
+CASE
+    WHEN (kind = 'sms'::text) THEN (phone IS NOT NULL)
+    ELSE (email IS NOT NULL)
+END),
     CONSTRAINT one_time_tokens_hash_check CHECK ((octet_length(token_hash) = 32)),
-    CONSTRAINT one_time_tokens_kind_check CHECK ((kind = ANY (ARRAY['verification'::text, 'recovery'::text, 'magic_link'::text])))
+    CONSTRAINT one_time_tokens_kind_check CHECK ((kind = ANY (ARRAY['verification'::text, 'recovery'::text, 'magic_link'::text, 'sms'::text])))
 );
 
 --
@@ -8980,6 +9211,12 @@ CREATE INDEX audit_log_entries_user_id_idx ON auth.audit_log_entries USING btree
 CREATE UNIQUE INDEX users_email_key ON auth.users USING btree (lower(email));
 
 --
+-- Name: users_phone_key; Type: INDEX; Schema: auth; Owner: -
+--
+
+CREATE UNIQUE INDEX users_phone_key ON auth.users USING btree (phone) WHERE (phone IS NOT NULL);
+
+--
 -- Name: mfa_challenges_expires_at_idx; Type: INDEX; Schema: auth_private; Owner: -
 --
 
@@ -9494,10 +9731,10 @@ REVOKE ALL ON FUNCTION auth.compat_send_link(kind text, email text, create_user 
 REVOKE ALL ON FUNCTION auth.compat_user(user_id uuid) FROM PUBLIC;
 
 --
--- Name: FUNCTION compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+-- Name: FUNCTION compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb, method text); Type: ACL; Schema: auth; Owner: -
 --
 
-REVOKE ALL ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb, method text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION confirm_recovery(token_hash bytea, password_hash text, context jsonb); Type: ACL; Schema: auth; Owner: -
@@ -9670,6 +9907,18 @@ REVOKE ALL ON FUNCTION auth.rotate_refresh_token(token_hash bytea, next_token_ha
 REVOKE ALL ON FUNCTION auth.run_access_token_hook(hook text, event jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION run_send_sms_hook(hook text, event jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.run_send_sms_hook(hook text, event jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION send_phone_code(phone text, create_user boolean, user_metadata jsonb, code_hash bytea, sealed_code text, sms_limit integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.send_phone_code(phone text, create_user boolean, user_metadata jsonb, code_hash bytea, sealed_code text, sms_limit integer, context jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION sign_in_anonymously(role text, user_metadata jsonb, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: ACL; Schema: auth; Owner: -
 --
 
@@ -9680,6 +9929,12 @@ REVOKE ALL ON FUNCTION auth.sign_in_anonymously(role text, user_metadata jsonb, 
 --
 
 REVOKE ALL ON FUNCTION auth.sign_up(email text, password_hash text, user_metadata jsonb, verification_token_hash bytea, sealed_verification_token text, refresh_token_hash bytea, refresh_ttl_seconds integer, context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION sms_hook_user(user_id uuid); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.sms_hook_user(user_id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION start_session(user_id uuid, refresh_token_hash bytea, ttl_seconds integer, new_session_id uuid, method text, context jsonb); Type: ACL; Schema: auth; Owner: -
@@ -9708,6 +9963,12 @@ GRANT ALL ON FUNCTION auth.uid() TO anonymous;
 --
 
 REVOKE ALL ON FUNCTION auth.update_user(user_id uuid, email text, password_hash text, user_metadata jsonb, session_id uuid, context jsonb, aal text, verification_token_hash bytea, sealed_verification_token text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION verify_code(kinds text[], email text, phone text, code_hash bytea, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.verify_code(kinds text[], email text, phone text, code_hash bytea, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION verify_email(token_hash bytea); Type: ACL; Schema: auth; Owner: -
@@ -9864,6 +10125,12 @@ REVOKE ALL ON FUNCTION auth_private.store_admin_token(user_id uuid, email text, 
 --
 
 REVOKE ALL ON FUNCTION auth_private.totp(secret bytea, step bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION use_phone_code(user_id uuid, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.use_phone_code(user_id uuid, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION user_json(u auth.users); Type: ACL; Schema: auth_private; Owner: -

@@ -1,7 +1,8 @@
 /**
  * The auth area (accounts and sessions): the routes of docs/api/auth.md, one file per flow
- * in flows/ (what they share: flows/room.ts), registered by the list below, and two worker tasks:
+ * in flows/ (what they share: flows/room.ts), registered by the list below, and three worker tasks:
  * - `auth__send_email`: the emails of docs/api/auth.md (mail.ts);
+ * - `auth__send_sms`: phone codes through the send-SMS hook (flows/sms.ts);
  * - `auth__purge`: hourly housekeeping (auth.purge_expired, and auth.purge_audit_log for
  *   AUTH_AUDIT_RETENTION_DAYS), one pending job for all instances, re-enqueued by itself.
 
@@ -26,6 +27,8 @@ import { registerMfaRoutes } from './flows/mfa.ts';
 import { registerOAuthRoutes } from './flows/oauth.ts';
 import { registerAdminUserRoutes } from './flows/admin-users.ts';
 import { registerAdminSessionRoutes } from './flows/admin-sessions.ts';
+import { registerOtpRoutes } from './flows/otp.ts';
+import { sendSmsTask } from './flows/sms.ts';
 import { registerPasskeyRoutes } from './flows/passkeys.ts';
 
 /**
@@ -46,6 +49,7 @@ const FLOWS: readonly AuthFlow[] = [
   registerOAuthRoutes, // GET /authorize, /user/identities/authorize, GET and POST /callback
   registerAdminUserRoutes, // /admin/users…, /invite, /admin/generate_link
   registerAdminSessionRoutes, // /admin/users/{id}/sessions…
+  registerOtpRoutes, // POST /otp, /verify (codes by email, phone sign-in)
   registerPasskeyRoutes, // /passkeys…, /admin/users/{id}/passkeys…
 ];
 
@@ -68,6 +72,6 @@ export const authArea: Area = {
     await purge.start(deps);
   },
   tasks(deps): TaskList {
-    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__purge: purge.task(deps) };
+    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__send_sms: sendSmsTask(deps), auth__purge: purge.task(deps) };
   },
 };

@@ -3,7 +3,8 @@
  * as the token it carries; the payload holds the token sealed. The task unseals it just
  * before sending and builds a plain-text body with exactly one link carrying `token=`:
  *   verification  API_EXTERNAL_URL/auth/v1/verify?token=…            (24 hours)
- *   magic_link    API_EXTERNAL_URL/auth/v1/magiclink/verify?token=…  (1 hour, once)
+ *   magic_link    API_EXTERNAL_URL/auth/v1/magiclink/verify?token=…  (1 hour, once; with its
+ *                 6-digit code beside it, `token` of the Email: one grant, flows/otp.ts)
  *   recovery      SITE_URL/reset-password?token=…                     (1 hour, once)
  *   invite        API_EXTERNAL_URL/auth/v1/magiclink/verify?token=…  (24 hours, once)
  * Two more shapes of job:
@@ -39,6 +40,8 @@ export interface EmailPayload {
   kind: EmailKind;
   to: string;
   sealed_token: string;
+  /** A magic-link mail's 6-digit code, sealed (flows/otp.ts): one grant with the link. */
+  sealed_code?: string;
   /** SUPABASE_COMPAT only: the code and redirect of a GoTrue-shaped mail (compat/mail.ts). */
   compat?: unknown;
 }
@@ -65,9 +68,11 @@ export interface Email {
   subject: string;
   text: string;
   link: string;
+  /** The 6-digit code beside the link (GoTrue's `{{ .Token }}`), when the mail has one. */
+  token?: string;
 }
 
-export function composeEmail(config: Pick<RuntimeConfig, 'apiExternalUrl' | 'siteUrl'>, kind: EmailKind, token: string): Email {
+export function composeEmail(config: Pick<RuntimeConfig, 'apiExternalUrl' | 'siteUrl'>, kind: EmailKind, token: string, code: string | null = null): Email {
   const t = encodeURIComponent(token);
   switch (kind) {
     case 'verification': {
@@ -80,6 +85,16 @@ export function composeEmail(config: Pick<RuntimeConfig, 'apiExternalUrl' | 'sit
     }
     case 'magic_link': {
       const link = `${config.apiExternalUrl}/auth/v1/magiclink/verify?token=${t}`;
+      if (code !== null) {
+        return {
+          subject: 'Your sign-in link',
+          link,
+          token: code,
+          text:
+            `Sign in by opening this link:\n\n${link}\n\nOr enter this code: ${code}\n\n` +
+            'The link and the code are valid for 1 hour and work once (either one spends the other). If you did not ask for them, you can ignore this email.\n',
+        };
+      }
       return {
         subject: 'Your sign-in link',
         link,
@@ -170,9 +185,12 @@ export function sendEmailTask(config: RuntimeConfig, log: Logger): Task {
         log.error({ err, job: helpers.job.id, kind: payload.kind }, 'auth__send_email: token cannot be unsealed; dropped');
         return;
       }
-      email = isCompatFields(payload.compat)
-        ? composeCompatEmail(config, token, unseal(config.secret, payload.compat.sealed_code), payload.compat)
-        : composeEmail(config, payload.kind, token);
+      // Jobs from before the code moved to the top level carry it in `compat` only.
+      const sealedCode = payload.sealed_code ?? (isCompatFields(payload.compat) ? payload.compat.sealed_code : undefined);
+      const code = typeof sealedCode === 'string' ? unseal(config.secret, sealedCode) : null;
+      email = isCompatFields(payload.compat) && code !== null
+        ? { ...composeCompatEmail(config, token, code, payload.compat), token: code }
+        : composeEmail(config, payload.kind, token, code);
     }
     if (config.smtpUrl === null) {
       if (config.devMode) log.info({ email: { to: payload.to, subject: email.subject, body: email.text } }, 'email (SMTP_URL unset, not sent)');

@@ -121,6 +121,7 @@ export async function sessionFromGrant(deps: SessionDeps, grant: OkGrant, refres
     sub: user.id,
     role: user.role,
     email: user.email,
+    ...(user.phone === undefined ? {} : { phone: user.phone }),
     session_id: grant.session_id,
     is_anonymous: grant.is_anonymous,
     aal: grant.aal,

@@ -72,6 +72,8 @@ export interface AccessTokenClaims {
   sub: string;
   role: string;
   email: string | null;
+  /** Users with a phone number only (E.164). */
+  phone?: string;
   session_id: string;
   is_anonymous: boolean;
   /** aal1, or aal2 once the session verified a second factor. */
@@ -108,6 +110,7 @@ export function accessTokenClaims(claims: AccessTokenClaims, ttl: number, now = 
     sub: claims.sub,
     role: claims.role,
     email: claims.email,
+    ...(claims.phone === undefined ? {} : { phone: claims.phone }),
     aud: 'authenticated',
     session_id: claims.session_id,
     is_anonymous: claims.is_anonymous,

@@ -59,6 +59,10 @@ export interface AuthOptions {
 
 type AuthResult<T> = Promise<Result<T>>;
 type SessionData = { user: User | null; session: Session | null };
+/** signInWithOtp: an address (magic link and code) or a phone number in E.164 (a code by SMS). */
+export type OtpCredentials = { email: string } | { phone: string; options?: { shouldCreateUser?: boolean; data?: Record<string, unknown> } };
+/** verifyOtp with a 6-digit code. */
+export type CodeParams = { type: 'email'; email: string; token: string } | { type: 'sms'; phone: string; token: string };
 
 interface BrowserGlobals {
   window?: unknown;
@@ -461,20 +465,41 @@ export class AuthClient {
     return { data: { provider: credentials.provider, url }, error: null };
   }
 
-  /** Send a magic link (POST /auth/v1/magiclink); the same answer whether or not the address exists. */
-  async signInWithOtp(credentials: { email: string }): AuthResult<SessionData & { message?: string }> {
-    const r = await this.http.request<{ message?: string }>('POST', '/auth/v1/magiclink', { noAuth: true, body: { email: credentials.email } });
+  /**
+   * Send a magic link and its 6-digit code (POST /auth/v1/magiclink), or with `phone` a code
+   * by SMS (POST /auth/v1/otp; `shouldCreateUser` defaults to true, as supabase-js). The same
+   * answer whether or not the address or number exists. Use the code with `verifyOtp`.
+   */
+  async signInWithOtp(credentials: OtpCredentials): AuthResult<SessionData & { message?: string }> {
+    const r =
+      'phone' in credentials
+        ? await this.http.request<{ message?: string }>('POST', '/auth/v1/otp', {
+            noAuth: true,
+            body: { phone: credentials.phone, create_user: credentials.options?.shouldCreateUser ?? true, data: credentials.options?.data, channel: 'sms' },
+          })
+        : await this.http.request<{ message?: string }>('POST', '/auth/v1/magiclink', { noAuth: true, body: { email: credentials.email } });
     if (r.error) return { data: null, error: r.error };
     return { data: { user: null, session: null, message: r.data?.message }, error: null };
   }
 
+  /** Sign in with a 6-digit code: `{email, token, type: 'email'}` from a magic-link mail, `{phone, token, type: 'sms'}` from an SMS. */
+  private async verifyCode(params: CodeParams): AuthResult<SessionData> {
+    await this.ready;
+    const body = 'phone' in params ? { type: 'sms', phone: params.phone, token: params.token } : { type: 'email', email: params.email, token: params.token };
+    return this.signedIn(await this.http.request('POST', '/auth/v1/verify', { noAuth: true, body }));
+  }
+
   /**
-   * Use an emailed token. `signup`/`email`: confirm the address (GET /auth/v1/verify).
+   * Use an emailed token. With `email` or `phone`: a 6-digit code signs in (POST /auth/v1/verify).
+   * `signup`/`email`: confirm the address (GET /auth/v1/verify).
    * `recovery`: set `password` (POST /auth/v1/recover/confirm; no session).
    * `magiclink`: outside a browser, follow the link and start the session from its
    * redirect; in a browser the link itself is opened and the session arrives in the URL.
    */
-  async verifyOtp(params: { type: 'signup' | 'email' | 'magiclink' | 'recovery'; token: string; password?: string }): AuthResult<SessionData & { message?: string }> {
+  async verifyOtp(
+    params: { type: 'signup' | 'email' | 'magiclink' | 'recovery'; token: string; password?: string } | CodeParams,
+  ): AuthResult<SessionData & { message?: string }> {
+    if ('phone' in params || 'email' in params) return this.verifyCode(params);
     await this.ready;
     if (params.type === 'recovery') {
       const r = await this.http.request<{ message?: string }>('POST', '/auth/v1/recover/confirm', {

@@ -60,6 +60,12 @@ const GOTRUE: Record<string, GoTrueError> = {
   },
   '422 Signups not allowed for otp': { status: 422, code: 'otp_disabled', msg: 'Signups not allowed for otp' },
   '400 phone sign-in is not supported': { status: 400, code: 'phone_provider_disabled', msg: 'Phone logins are disabled' },
+  '400 phone sign-in is disabled: no send-SMS hook is configured': { status: 400, code: 'phone_provider_disabled', msg: 'Unsupported phone provider' },
+  '400 invalid phone number: E.164 required (country code and number, 7 to 15 digits)': {
+    status: 400,
+    code: 'validation_failed',
+    msg: 'Invalid phone number format (E.164 required)',
+  },
   '400 redirect_to is not an allowed redirect URL': { status: 400, code: 'validation_failed', msg: 'redirect_to is not an allowed redirect URL' },
   '422 too many factors': { status: 422, code: 'too_many_enrolled_mfa_factors', msg: 'Maximum number of verified factors reached' },
   // Passkeys (src/auth/flows/passkeys.ts): GoTrue's codes and words.

@@ -74,6 +74,10 @@ export interface Config {
   authHookCustomAccessToken: string | null;
   /** AUTH_AUDIT_RETENTION_DAYS: audit entries older than this are deleted by the hourly purge; 0 keeps them all. */
   authAuditRetentionDays: number;
+  /** AUTH_HOOK_SEND_SMS (+ _SECRET): how phone codes are sent (docs/api/auth.md); null: phone sign-in is off. */
+  authHookSendSms: SendSmsHook | null;
+  /** SMS_RATE_LIMIT_PER_HOUR: phone codes per number in any hour; 0 disables. */
+  smsRateLimitPerHour: number;
   maxBatchOperations: number;
   /** REST_TX_END: how a REST request's transaction ends, and whether `Prefer: tx=` may override it. */
   restTxEnd: RestTxEnd;
@@ -537,6 +541,24 @@ function authHook(env: Env): string | null {
   return v;
 }
 
+/** The send-SMS hook: a SQL function `schema.function`, or a URL posted to with Standard Webhooks signatures (base64 keys). */
+export type SendSmsHook = { kind: 'sql'; fn: string } | { kind: 'http'; url: string; secrets: readonly string[] };
+
+/** AUTH_HOOK_SEND_SMS: GoTrue's `pg-functions://<db>/<schema>/<function>` or an https URL (http on loopback) with AUTH_HOOK_SEND_SMS_SECRET `v1,whsec_<base64>` (several joined by `|`). */
+function sendSmsHook(env: Env): SendSmsHook | null {
+  const v = str(env, 'AUTH_HOOK_SEND_SMS');
+  if (v === undefined) return null;
+  const fn = /^pg-functions:\/\/[^/]+\/([a-z_][a-z0-9_$]{0,62})\/([a-z_][a-z0-9_$]{0,62})$/.exec(v);
+  if (fn) return { kind: 'sql', fn: `${fn[1]}.${fn[2]}` };
+  if (v.startsWith('pg-functions:')) throw new ConfigError('AUTH_HOOK_SEND_SMS', 'must be pg-functions://<database>/<schema>/<function> (lower-case identifiers)');
+  const hookUrl = url(env, 'AUTH_HOOK_SEND_SMS', { httpOnlyLoopback: true }) as string;
+  const secrets = (str(env, 'AUTH_HOOK_SEND_SMS_SECRET') ?? '').split('|').map((x) => x.trim()).filter((x) => x !== '');
+  if (secrets.length === 0 || !secrets.every((x) => /^v1,whsec_[A-Za-z0-9+/]{16,}={0,2}$/.test(x))) {
+    throw new ConfigError('AUTH_HOOK_SEND_SMS_SECRET', 'is required with an http(s) AUTH_HOOK_SEND_SMS: v1,whsec_<base64> (several joined by |)');
+  }
+  return { kind: 'http', url: hookUrl, secrets: Object.freeze(secrets.map((x) => x.slice('v1,whsec_'.length))) };
+}
+
 /** BACKUP_DIR: a folder (made absolute); only for the embedded PostgreSQL (its own is pgBackRest's job). */
 function backupDir(env: Env, databaseUrl: string | null): string | null {
   const v = str(env, 'BACKUP_DIR');
@@ -640,6 +662,8 @@ export function parseConfig(env: Env = process.env): Config {
     ),
     authHookCustomAccessToken: authHook(env),
     authAuditRetentionDays: int(env, 'AUTH_AUDIT_RETENTION_DAYS', 90, 0, 100000),
+    authHookSendSms: sendSmsHook(env),
+    smsRateLimitPerHour: int(env, 'SMS_RATE_LIMIT_PER_HOUR', 5, 0, 10000),
     maxBatchOperations: int(env, 'MAX_BATCH_OPERATIONS', 20, 1),
     restTxEnd: restTxEnd(env),
     restComputedFields: bool(env, 'REST_COMPUTED_FIELDS', false),

@@ -15,6 +15,8 @@ export interface User {
   updated_at: string;
   /** OAuth users only. */
   provider?: string;
+  /** Users with a phone number only (E.164). */
+  phone?: string;
 }
 
 /** The Session: what sign-up, sign-in, refresh and guest sign-in answer. */

@@ -52,8 +52,9 @@ t.test('the default limit: the sixth mail of the hour to one address is not deli
   await mailsSettled(app);
   t.equal(delivered(smtp, email), 5, 'five mails reached the address, the sixth did not');
   t.equal(delivered(smtp, fresh), 2, 'another address has its own budget');
+  // Link tokens: a magic-link mail's code is a row beside its link.
   const [{ n }] = await app.db.sql<{ n: number }[]>`select count(*)::int as n from auth_private.one_time_tokens t
-    join auth.users u on u.id = t.user_id where u.email = ${email}`;
+    join auth.users u on u.id = t.user_id where u.email = ${email} and not t.is_code`;
   t.equal(n, 5, 'no token was issued for the mail that was not sent');
 
   // An hour later (the window slides) the address gets mail again.

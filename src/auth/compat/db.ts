@@ -21,7 +21,8 @@ export interface SendLinkInput {
   sealedToken: string;
   codeHash: Buffer;
   sealedCode: string;
-  redirectTo: string;
+  /** GoTrue's mail with its redirect; null: the interface's mail (POST /auth/v1/magiclink). */
+  redirectTo: string | null;
   mailLimit: number;
   context: AuditContext | null;
 }

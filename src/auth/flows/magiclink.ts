@@ -9,16 +9,15 @@ import { unreachable } from '../../core/errors.ts';
 import * as q from '../db.ts';
 import { AUTH_ERRORS, MESSAGES } from '../errors.ts';
 import { sessionFragmentUrl, sessionFromGrant } from '../sessions.ts';
-import { hashToken, newOpaqueToken, seal } from '../tokens.ts';
+import { hashToken, newOpaqueToken } from '../tokens.ts';
 import { checkEmail } from '../validate.ts';
+import { requestMagicLinkWithCode } from './otp.ts';
 import { authRoom, body, emailSchema, grant, type AuthRoom, type EmailBody, type TokenQuery } from './room.ts';
 
 async function requestMagicLink(room: AuthRoom, req: FastifyRequest<{ Body: EmailBody }>, reply: FastifyReply): Promise<FastifyReply> {
-  const { config, sql } = room;
   const b = body(req.body);
   checkEmail(b.email);
-  const t = newOpaqueToken();
-  const status = await q.requestMagicLink(sql, b.email, t.hash, seal(config.secret, t.token), config.mailRateLimitPerHour);
+  const status = await requestMagicLinkWithCode(room.deps, req, b.email); // a link and a 6-digit code (flows/otp.ts)
   switch (status) {
     case 'sent':
     case 'not_found': // sent only to registered addresses; the same answer either way
