@@ -1,1 +1,2 @@
 -- Enter migration here
+--!include auth/passkeys.sql

@@ -29,6 +29,7 @@ import { registerAdminUserRoutes } from './flows/admin-users.ts';
 import { registerAdminSessionRoutes } from './flows/admin-sessions.ts';
 import { registerOtpRoutes } from './flows/otp.ts';
 import { sendSmsTask } from './flows/sms.ts';
+import { registerPasskeyRoutes } from './flows/passkeys.ts';
 
 /**
  * The flows, one line each: a new flow is a file in flows/ exporting an `AuthFlow`
@@ -49,6 +50,7 @@ const FLOWS: readonly AuthFlow[] = [
   registerAdminUserRoutes, // /admin/users…, /invite, /admin/generate_link
   registerAdminSessionRoutes, // /admin/users/{id}/sessions…
   registerOtpRoutes, // POST /otp, /verify (codes by email, phone sign-in)
+  registerPasskeyRoutes, // /passkeys…, /admin/users/{id}/passkeys…
 ];
 
 const purge = periodic({

@@ -7,6 +7,7 @@
  */
 import type * as wire from '../shared/wire.ts';
 import { PlinthError, type Http, type Result } from './http.ts';
+import { PasskeyApi, type Passkey } from './passkeys.ts';
 
 /** The server's User (src/shared/wire.ts); fields a later server adds pass through. */
 export interface User extends wire.User {
@@ -169,6 +170,8 @@ export class AuthClient {
   readonly ready: Promise<void>;
   /** Second factors (TOTP): enrol, challenge, verify, unenrol, list, assurance level. */
   readonly mfa: MfaApi;
+  /** Passkeys (WebAuthn): register, sign in, list, rename, delete (src/client/passkeys.ts). */
+  readonly passkey: PasskeyApi;
 
   constructor(http: Http, options: AuthOptions = {}) {
     this.http = http;
@@ -177,6 +180,7 @@ export class AuthClient {
     this.autoRefresh = options.autoRefreshToken ?? true;
     this.lead = options.refreshLeadSeconds ?? 60;
     this.ready = this.initialize(options.detectSessionInUrl ?? true);
+    this.passkey = new PasskeyApi(this.http, { token: () => this.getAccessToken(), signedIn: async (r) => this.ready.then(() => this.signedIn(r)) });
     this.mfa = new MfaApi(this.http, {
       token: () => this.getAccessToken(),
       session: async () => {
@@ -431,6 +435,16 @@ export class AuthClient {
       body: { grant_type: 'password', email: credentials.email, password: credentials.password },
     });
     return this.signedIn(r);
+  }
+
+  /** Sign in with a passkey (WebAuthn in the browser; see `passkey`). */
+  signInWithPasskey(options?: { signal?: AbortSignal }): AuthResult<SessionData> {
+    return this.passkey.signIn(options);
+  }
+
+  /** Register a passkey on the signed-in account (WebAuthn in the browser). */
+  registerPasskey(options?: { friendlyName?: string; signal?: AbortSignal }): AuthResult<Passkey> {
+    return this.passkey.register(options);
   }
 
   /** A guest session (needs ALLOW_ANONYMOUS_SIGNIN=true on the service). */

@@ -30,6 +30,7 @@ export {
   type SupportedStorage,
   type User,
 } from './auth.ts';
+export { PasskeyApi, type Passkey } from './passkeys.ts';
 export { ref, normalizeOperation, type BatchData, type BatchOperation, type BatchResult } from './batch.ts';
 export { FunctionsClient, type InvokeOptions } from './functions.ts';
 export {

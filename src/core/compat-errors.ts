@@ -76,6 +76,14 @@ const GOTRUE: Record<string, GoTrueError> = {
   },
   '403 user is banned': { status: 400, code: 'user_banned', msg: 'User is banned' },
   '422 too many factors': { status: 422, code: 'too_many_enrolled_mfa_factors', msg: 'Maximum number of verified factors reached' },
+  // Passkeys (src/auth/flows/passkeys.ts): GoTrue's codes and words.
+  '400 passkey challenge not found or already used': { status: 400, code: 'webauthn_challenge_not_found', msg: 'Challenge not found or already used' },
+  '400 passkey challenge expired': { status: 400, code: 'webauthn_challenge_expired', msg: 'Challenge has expired' },
+  '400 passkey verification failed': { status: 400, code: 'webauthn_verification_failed', msg: 'Credential verification failed' },
+  '409 passkey already registered': { status: 422, code: 'webauthn_credential_exists', msg: 'This credential is already registered' },
+  '422 too many passkeys': { status: 422, code: 'too_many_passkeys', msg: 'Maximum number of passkeys reached' },
+  '404 passkey not found': { status: 404, code: 'validation_failed', msg: 'Passkey not found' },
+  '403 guests cannot register passkeys': { status: 403, code: 'no_authorization', msg: 'Anonymous user not allowed to perform these actions' },
 };
 
 /** The code of a refusal GoTrue has no fixed wording for, from its status and message. */

@@ -66,6 +66,10 @@ export interface Config {
   mailRateLimitPerHour: number;
   /** MFA_ENCRYPTION_KEY: the key TOTP secrets are encrypted under (at least 32 characters); null: derived from the JWT secret. */
   mfaEncryptionKey: string | null;
+  /** AUTH_PASSKEY_RP_ID: the WebAuthn relying party id of passkeys (a host name); null: SITE_URL's host. */
+  passkeyRpId: string | null;
+  /** AUTH_PASSKEY_ORIGINS: the origins passkey ceremonies may run on (comma-separated); empty: SITE_URL's origin. */
+  passkeyOrigins: readonly string[];
   /** AUTH_HOOK_CUSTOM_ACCESS_TOKEN: `schema.function`, the SQL function every access token's claims pass through; null: none. */
   authHookCustomAccessToken: string | null;
   /** AUTH_AUDIT_RETENTION_DAYS: audit entries older than this are deleted by the hourly purge; 0 keeps them all. */
@@ -512,6 +516,13 @@ function edgeRuntimeSecret(env: Env): string | null {
   return v;
 }
 
+/** AUTH_PASSKEY_RP_ID: a host name (WebAuthn's RP id: no scheme, port or path). */
+function hostName(env: Env, name: string): string | null {
+  const v = str(env, name);
+  if (v !== undefined && !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i.test(v)) throw new ConfigError(name, 'must be a host name such as example.com');
+  return v?.toLowerCase() ?? null;
+}
+
 /** MFA_ENCRYPTION_KEY: at least 32 characters (the key is derived from it, as from JWT_SECRET). */
 function mfaEncryptionKey(env: Env): string | null {
   const v = str(env, 'MFA_ENCRYPTION_KEY');
@@ -645,6 +656,10 @@ export function parseConfig(env: Env = process.env): Config {
     anonymousRateLimit: int(env, 'ANONYMOUS_RATE_LIMIT', 30, 0),
     mailRateLimitPerHour: int(env, 'MAIL_RATE_LIMIT_PER_HOUR', 5, 0, 10000),
     mfaEncryptionKey: mfaEncryptionKey(env),
+    passkeyRpId: hostName(env, 'AUTH_PASSKEY_RP_ID'),
+    passkeyOrigins: Object.freeze(
+      (str(env, 'AUTH_PASSKEY_ORIGINS') ?? '').split(',').map((v) => v.trim()).filter((v) => v !== '').map((v) => new URL(url({ AUTH_PASSKEY_ORIGINS: v }, 'AUTH_PASSKEY_ORIGINS')!).origin),
+    ),
     authHookCustomAccessToken: authHook(env),
     authAuditRetentionDays: int(env, 'AUTH_AUDIT_RETENTION_DAYS', 90, 0, 100000),
     authHookSendSms: sendSmsHook(env),
