@@ -1,2 +1,1 @@
 -- Enter migration here
---!include auth/passkeys.sql

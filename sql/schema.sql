@@ -1480,6 +1480,297 @@ $$;
 COMMENT ON FUNCTION auth.oauth_state_link_user(state_hash bytea) IS 'The guest an OAuth state links an identity to; null for a sign-in.';
 
 --
+-- Name: passkey_admin_delete(uuid, uuid, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.passkey_admin_delete(user_id uuid, passkey_id uuid, context jsonb DEFAULT NULL::jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_id uuid;
+begin
+  delete from auth.passkeys p where p.id = passkey_admin_delete.passkey_id and p.user_id = passkey_admin_delete.user_id returning p.id into v_id;
+  if not found then
+    return 'not_found';
+  end if;
+  perform auth_private.audit('passkey_deleted', passkey_admin_delete.user_id, passkey_admin_delete.context,
+    jsonb_build_object('passkey_id', v_id, 'by', 'admin'));
+  return 'ok';
+end
+$$;
+
+--
+-- Name: FUNCTION passkey_admin_delete(user_id uuid, passkey_id uuid, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.passkey_admin_delete(user_id uuid, passkey_id uuid, context jsonb) IS 'The service role deletes a user''s passkey; audited (by admin). Status: ok | not_found.';
+
+--
+-- Name: passkey_challenge(text, uuid, text, integer, integer); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.passkey_challenge(kind text, user_id uuid, aal text, ttl_seconds integer, max_passkeys integer, OUT status text, OUT challenge_id uuid, OUT challenge bytea, OUT expires_at timestamp with time zone, OUT user_name text, OUT user_display_name text, OUT exclude bytea[]) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_user auth.users;
+begin
+  delete from auth_private.passkey_challenges c where c.expires_at < now();
+  if passkey_challenge.kind = 'registration' then
+    select * into v_user from auth.users u where u.id = passkey_challenge.user_id;
+    if not found then
+      status := 'user_not_found';
+      return;
+    elsif v_user.is_anonymous then
+      status := 'anonymous';
+      return;
+    elsif auth_private.passkey_needs_aal2(v_user.id, passkey_challenge.aal) then
+      status := 'aal2_required';
+      return;
+    end if;
+    select coalesce(array_agg(p.credential_id order by p.created_at), '{}') into exclude
+      from auth.passkeys p where p.user_id = v_user.id;
+    if cardinality(exclude) >= passkey_challenge.max_passkeys then
+      status := 'too_many';
+      return;
+    end if;
+    user_name := coalesce(v_user.email, v_user.id::text);
+    user_display_name := coalesce(nullif(v_user.user_metadata ->> 'name', ''), user_name);
+  elsif passkey_challenge.kind <> 'authentication' then
+    raise exception 'unknown challenge kind %', passkey_challenge.kind using errcode = '22023';
+  end if;
+  insert into auth_private.passkey_challenges (kind, user_id, challenge, expires_at)
+    values (passkey_challenge.kind, case when passkey_challenge.kind = 'registration' then v_user.id end,
+      extensions.gen_random_bytes(32), now() + make_interval(secs => passkey_challenge.ttl_seconds))
+    returning id, challenge, expires_at into challenge_id, challenge, expires_at;
+  status := 'ok';
+end
+$$;
+
+--
+-- Name: FUNCTION passkey_challenge(kind text, user_id uuid, aal text, ttl_seconds integer, max_passkeys integer, OUT status text, OUT challenge_id uuid, OUT challenge bytea, OUT expires_at timestamp with time zone, OUT user_name text, OUT user_display_name text, OUT exclude bytea[]); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.passkey_challenge(kind text, user_id uuid, aal text, ttl_seconds integer, max_passkeys integer, OUT status text, OUT challenge_id uuid, OUT challenge bytea, OUT expires_at timestamp with time zone, OUT user_name text, OUT user_display_name text, OUT exclude bytea[]) IS 'Issue a registration (for a user) or authentication challenge. Status: ok | user_not_found | anonymous | aal2_required | too_many.';
+
+--
+-- Name: passkey_consume_challenge(uuid, text, uuid); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.passkey_consume_challenge(challenge_id uuid, kind text, user_id uuid, OUT status text, OUT challenge bytea) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v auth_private.passkey_challenges;
+begin
+  delete from auth_private.passkey_challenges c
+    where c.id = passkey_consume_challenge.challenge_id
+      and c.kind = passkey_consume_challenge.kind
+      and c.user_id is not distinct from passkey_consume_challenge.user_id
+    returning * into v;
+  if not found then
+    status := 'not_found';
+  elsif v.expires_at <= now() then
+    status := 'expired';
+  else
+    status := 'ok';
+    challenge := v.challenge;
+  end if;
+end
+$$;
+
+--
+-- Name: FUNCTION passkey_consume_challenge(challenge_id uuid, kind text, user_id uuid, OUT status text, OUT challenge bytea); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.passkey_consume_challenge(challenge_id uuid, kind text, user_id uuid, OUT status text, OUT challenge bytea) IS 'Take a challenge once (deleted whatever follows). Status: ok | not_found | expired.';
+
+--
+-- Name: passkey_delete(uuid, uuid, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.passkey_delete(user_id uuid, passkey_id uuid, aal text, context jsonb DEFAULT NULL::jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_id uuid;
+begin
+  if auth_private.passkey_needs_aal2(passkey_delete.user_id, passkey_delete.aal) then
+    return 'aal2_required';
+  end if;
+  delete from auth.passkeys p where p.id = passkey_delete.passkey_id and p.user_id = passkey_delete.user_id returning p.id into v_id;
+  if not found then
+    return 'not_found';
+  end if;
+  perform auth_private.audit('passkey_deleted', passkey_delete.user_id, passkey_delete.context, jsonb_build_object('passkey_id', v_id));
+  return 'ok';
+end
+$$;
+
+--
+-- Name: FUNCTION passkey_delete(user_id uuid, passkey_id uuid, aal text, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.passkey_delete(user_id uuid, passkey_id uuid, aal text, context jsonb) IS 'Delete a user''s passkey (aal2 when a factor is verified); audited. Status: ok | not_found | aal2_required.';
+
+--
+-- Name: passkey_for_credential(bytea); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.passkey_for_credential(credential_id bytea, OUT status text, OUT passkey_id uuid, OUT user_id uuid, OUT public_key bytea, OUT sign_count bigint, OUT transports text[]) RETURNS record
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+begin
+  select p.id, p.user_id, p.public_key, p.sign_count, p.transports into passkey_id, user_id, public_key, sign_count, transports
+    from auth.passkeys p where p.credential_id = passkey_for_credential.credential_id;
+  status := case when found then 'ok' else 'not_found' end;
+end
+$$;
+
+--
+-- Name: FUNCTION passkey_for_credential(credential_id bytea, OUT status text, OUT passkey_id uuid, OUT user_id uuid, OUT public_key bytea, OUT sign_count bigint, OUT transports text[]); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.passkey_for_credential(credential_id bytea, OUT status text, OUT passkey_id uuid, OUT user_id uuid, OUT public_key bytea, OUT sign_count bigint, OUT transports text[]) IS 'The passkey of a credential id, for verifying an assertion. Status: ok | not_found.';
+
+--
+-- Name: passkey_list(uuid); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.passkey_list(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select case when exists (select 1 from auth.users u where u.id = passkey_list.user_id) then
+    (select coalesce(jsonb_agg(auth_private.passkey_json(p) order by p.created_at, p.id), '[]'::jsonb)
+      from auth.passkeys p where p.user_id = passkey_list.user_id)
+  end
+$$;
+
+--
+-- Name: FUNCTION passkey_list(user_id uuid); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.passkey_list(user_id uuid) IS 'A user''s passkeys as a JSON array, oldest first; null for an unknown user.';
+
+--
+-- Name: passkey_register(uuid, bytea, bytea, bigint, text[], text, uuid, boolean, boolean, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.passkey_register(user_id uuid, credential_id bytea, public_key bytea, sign_count bigint, transports text[], friendly_name text, aaguid uuid, backup_eligible boolean, backed_up boolean, max_passkeys integer, context jsonb DEFAULT NULL::jsonb, OUT status text, OUT passkey jsonb) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_row auth.passkeys;
+begin
+  perform 1 from auth.users u where u.id = passkey_register.user_id for update;
+  if not found then
+    status := 'user_not_found';
+    return;
+  end if;
+  if (select count(*) from auth.passkeys p where p.user_id = passkey_register.user_id) >= passkey_register.max_passkeys then
+    status := 'too_many';
+    return;
+  end if;
+  insert into auth.passkeys (user_id, credential_id, public_key, sign_count, transports, friendly_name, aaguid, backup_eligible, backed_up)
+    values (passkey_register.user_id, passkey_register.credential_id, passkey_register.public_key, passkey_register.sign_count,
+      coalesce(passkey_register.transports, '{}'), nullif(passkey_register.friendly_name, ''), passkey_register.aaguid,
+      passkey_register.backup_eligible, passkey_register.backed_up)
+    on conflict (credential_id) do nothing
+    returning * into v_row;
+  if not found then
+    status := 'credential_taken';
+    return;
+  end if;
+  perform auth_private.audit('passkey_created', v_row.user_id, passkey_register.context, jsonb_build_object('passkey_id', v_row.id));
+  status := 'ok';
+  passkey := auth_private.passkey_json(v_row);
+end
+$$;
+
+--
+-- Name: FUNCTION passkey_register(user_id uuid, credential_id bytea, public_key bytea, sign_count bigint, transports text[], friendly_name text, aaguid uuid, backup_eligible boolean, backed_up boolean, max_passkeys integer, context jsonb, OUT status text, OUT passkey jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.passkey_register(user_id uuid, credential_id bytea, public_key bytea, sign_count bigint, transports text[], friendly_name text, aaguid uuid, backup_eligible boolean, backed_up boolean, max_passkeys integer, context jsonb, OUT status text, OUT passkey jsonb) IS 'Store a verified passkey for a user; audited. Status: ok | user_not_found | too_many | credential_taken.';
+
+--
+-- Name: passkey_rename(uuid, uuid, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.passkey_rename(user_id uuid, passkey_id uuid, friendly_name text, context jsonb DEFAULT NULL::jsonb, OUT status text, OUT passkey jsonb) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v auth.passkeys;
+begin
+  update auth.passkeys p set friendly_name = passkey_rename.friendly_name
+    where p.id = passkey_rename.passkey_id and p.user_id = passkey_rename.user_id
+    returning * into v;
+  if not found then
+    status := 'not_found';
+    return;
+  end if;
+  perform auth_private.audit('passkey_updated', v.user_id, passkey_rename.context, jsonb_build_object('passkey_id', v.id));
+  status := 'ok';
+  passkey := auth_private.passkey_json(v);
+end
+$$;
+
+--
+-- Name: FUNCTION passkey_rename(user_id uuid, passkey_id uuid, friendly_name text, context jsonb, OUT status text, OUT passkey jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.passkey_rename(user_id uuid, passkey_id uuid, friendly_name text, context jsonb, OUT status text, OUT passkey jsonb) IS 'Rename a user''s passkey; audited. Status: ok | not_found.';
+
+--
+-- Name: passkey_sign_in(uuid, bigint, bytea, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.passkey_sign_in(passkey_id uuid, new_sign_count bigint, refresh_token_hash bytea, ttl_seconds integer, context jsonb DEFAULT NULL::jsonb) RETURNS auth.session_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v auth.passkeys;
+begin
+  select * into v from auth.passkeys p where p.id = passkey_sign_in.passkey_id for update;
+  if not found then
+    return auth_private.session_status('not_found');
+  end if;
+  if (v.sign_count > 0 or passkey_sign_in.new_sign_count > 0) and passkey_sign_in.new_sign_count <= v.sign_count then
+    perform auth_private.audit('passkey_counter_rejected', v.user_id, passkey_sign_in.context,
+      jsonb_build_object('passkey_id', v.id, 'stored', v.sign_count, 'presented', passkey_sign_in.new_sign_count));
+    return auth_private.session_status('counter');
+  end if;
+  update auth.passkeys p set sign_count = passkey_sign_in.new_sign_count, last_used_at = now() where p.id = v.id;
+  return auth.start_session(v.user_id, passkey_sign_in.refresh_token_hash, passkey_sign_in.ttl_seconds, null, 'passkey',
+    passkey_sign_in.context);
+end
+$$;
+
+--
+-- Name: FUNCTION passkey_sign_in(passkey_id uuid, new_sign_count bigint, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.passkey_sign_in(passkey_id uuid, new_sign_count bigint, refresh_token_hash bytea, ttl_seconds integer, context jsonb) IS 'Record a verified passkey sign-in (counter, last use) and open an aal1 session with amr passkey. Status: ok | not_found | counter | user_not_found.';
+
+--
 -- Name: password_credentials(text); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -2893,6 +3184,82 @@ $_$;
 --
 
 COMMENT ON FUNCTION auth_private.parse_ban_duration(d text) IS 'A Go duration or "none" as an interval (0 = no ban); null when malformed or beyond Go''s limit.';
+
+--
+-- Name: passkeys; Type: TABLE; Schema: auth; Owner: -
+--
+
+CREATE TABLE auth.passkeys (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    credential_id bytea NOT NULL,
+    public_key bytea NOT NULL,
+    sign_count bigint DEFAULT 0 NOT NULL,
+    transports text[] DEFAULT '{}'::text[] NOT NULL,
+    friendly_name text,
+    aaguid uuid,
+    backup_eligible boolean DEFAULT false NOT NULL,
+    backed_up boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_used_at timestamp with time zone,
+    CONSTRAINT passkeys_credential_id_check CHECK (((octet_length(credential_id) >= 1) AND (octet_length(credential_id) <= 1023))),
+    CONSTRAINT passkeys_name_check CHECK (((friendly_name IS NULL) OR ((length(friendly_name) >= 1) AND (length(friendly_name) <= 120)))),
+    CONSTRAINT passkeys_sign_count_check CHECK ((sign_count >= 0))
+);
+
+--
+-- Name: TABLE passkeys; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON TABLE auth.passkeys IS 'plinth: WebAuthn credentials (passkeys) of users: COSE public key, signature counter, transports. Read through /auth/v1/passkeys.';
+
+--
+-- Name: COLUMN passkeys.credential_id; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.passkeys.credential_id IS 'The authenticator''s credential id (raw bytes), unique across users.';
+
+--
+-- Name: COLUMN passkeys.sign_count; Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON COLUMN auth.passkeys.sign_count IS 'The last signature counter seen; a sign-in must present a larger one unless both are 0.';
+
+--
+-- Name: passkey_json(auth.passkeys); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.passkey_json(p auth.passkeys) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select jsonb_strip_nulls(jsonb_build_object('id', p.id, 'friendly_name', p.friendly_name,
+    'created_at', auth_private.iso_utc(p.created_at), 'last_used_at', auth_private.iso_utc(p.last_used_at)))
+$$;
+
+--
+-- Name: FUNCTION passkey_json(p auth.passkeys); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.passkey_json(p auth.passkeys) IS '{id, friendly_name, created_at, last_used_at} (null fields left out).';
+
+--
+-- Name: passkey_needs_aal2(uuid, text); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.passkey_needs_aal2(user_id uuid, aal text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select passkey_needs_aal2.aal is distinct from 'aal2' and exists (
+    select 1 from auth_private.mfa_factors f where f.user_id = passkey_needs_aal2.user_id and f.status = 'verified')
+$$;
+
+--
+-- Name: FUNCTION passkey_needs_aal2(user_id uuid, aal text); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.passkey_needs_aal2(user_id uuid, aal text) IS 'Whether managing this user''s passkeys from a session at this aal is refused (a verified factor and not aal2).';
 
 --
 -- Name: pkce_matches(text, text, text); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -8289,6 +8656,27 @@ END),
 COMMENT ON TABLE auth_private.one_time_tokens IS 'plinth: emailed tokens (verification 24 h; recovery and magic_link 1 h, once), by SHA-256; bound to the address they were sent to.';
 
 --
+-- Name: passkey_challenges; Type: TABLE; Schema: auth_private; Owner: -
+--
+
+CREATE TABLE auth_private.passkey_challenges (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    kind text NOT NULL,
+    user_id uuid,
+    challenge bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT passkey_challenges_kind_check CHECK ((kind = ANY (ARRAY['registration'::text, 'authentication'::text]))),
+    CONSTRAINT passkey_challenges_user_check CHECK (((kind = 'registration'::text) = (user_id IS NOT NULL)))
+);
+
+--
+-- Name: TABLE passkey_challenges; Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON TABLE auth_private.passkey_challenges IS 'plinth: WebAuthn challenges, used once, 5 minutes; registration ones bound to their user.';
+
+--
 -- Name: passwords; Type: TABLE; Schema: auth_private; Owner: -
 --
 
@@ -9041,6 +9429,20 @@ ALTER TABLE ONLY auth.audit_log_entries
     ADD CONSTRAINT audit_log_entries_pkey PRIMARY KEY (id);
 
 --
+-- Name: passkeys passkeys_credential_id_key; Type: CONSTRAINT; Schema: auth; Owner: -
+--
+
+ALTER TABLE ONLY auth.passkeys
+    ADD CONSTRAINT passkeys_credential_id_key UNIQUE (credential_id);
+
+--
+-- Name: passkeys passkeys_pkey; Type: CONSTRAINT; Schema: auth; Owner: -
+--
+
+ALTER TABLE ONLY auth.passkeys
+    ADD CONSTRAINT passkeys_pkey PRIMARY KEY (id);
+
+--
 -- Name: users users_pkey; Type: CONSTRAINT; Schema: auth; Owner: -
 --
 
@@ -9102,6 +9504,13 @@ ALTER TABLE ONLY auth_private.oauth_states
 
 ALTER TABLE ONLY auth_private.one_time_tokens
     ADD CONSTRAINT one_time_tokens_pkey PRIMARY KEY (token_hash);
+
+--
+-- Name: passkey_challenges passkey_challenges_pkey; Type: CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.passkey_challenges
+    ADD CONSTRAINT passkey_challenges_pkey PRIMARY KEY (id);
 
 --
 -- Name: passwords passwords_pkey; Type: CONSTRAINT; Schema: auth_private; Owner: -
@@ -9333,6 +9742,12 @@ CREATE INDEX audit_log_entries_created_at_idx ON auth.audit_log_entries USING bt
 CREATE INDEX audit_log_entries_user_id_idx ON auth.audit_log_entries USING btree (user_id, created_at);
 
 --
+-- Name: passkeys_user_id_idx; Type: INDEX; Schema: auth; Owner: -
+--
+
+CREATE INDEX passkeys_user_id_idx ON auth.passkeys USING btree (user_id);
+
+--
 -- Name: users_email_key; Type: INDEX; Schema: auth; Owner: -
 --
 
@@ -9391,6 +9806,12 @@ CREATE INDEX one_time_tokens_expires_at_idx ON auth_private.one_time_tokens USIN
 --
 
 CREATE INDEX one_time_tokens_user_id_idx ON auth_private.one_time_tokens USING btree (user_id);
+
+--
+-- Name: passkey_challenges_expires_at_idx; Type: INDEX; Schema: auth_private; Owner: -
+--
+
+CREATE INDEX passkey_challenges_expires_at_idx ON auth_private.passkey_challenges USING btree (expires_at);
 
 --
 -- Name: refresh_tokens_expires_at_idx; Type: INDEX; Schema: auth_private; Owner: -
@@ -9513,6 +9934,13 @@ CREATE TRIGGER chunk_copy_insert INSTEAD OF INSERT ON storage.chunk_copy FOR EAC
 CREATE TRIGGER _900_notify_cache AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON webhooks_private.hooks FOR EACH STATEMENT EXECUTE FUNCTION webhooks_private.tg__hooks_changed();
 
 --
+-- Name: passkeys passkeys_user_id_fkey; Type: FK CONSTRAINT; Schema: auth; Owner: -
+--
+
+ALTER TABLE ONLY auth.passkeys
+    ADD CONSTRAINT passkeys_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE;
+
+--
 -- Name: flow_states flow_states_user_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
 --
 
@@ -9546,6 +9974,13 @@ ALTER TABLE ONLY auth_private.oauth_states
 
 ALTER TABLE ONLY auth_private.one_time_tokens
     ADD CONSTRAINT one_time_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE;
+
+--
+-- Name: passkey_challenges passkey_challenges_user_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.passkey_challenges
+    ADD CONSTRAINT passkey_challenges_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE;
 
 --
 -- Name: passwords passwords_user_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
@@ -9616,6 +10051,12 @@ ALTER TABLE ONLY storage_private.resumable_parts
 
 ALTER TABLE ONLY webhooks_private.deliveries
     ADD CONSTRAINT deliveries_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES webhooks_private.hooks(id) ON DELETE CASCADE;
+
+--
+-- Name: passkeys; Type: ROW SECURITY; Schema: auth; Owner: -
+--
+
+ALTER TABLE auth.passkeys ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: buckets; Type: ROW SECURITY; Schema: storage; Owner: -
@@ -10001,6 +10442,60 @@ REVOKE ALL ON FUNCTION auth.oauth_sign_in(provider text, email text, email_verif
 REVOKE ALL ON FUNCTION auth.oauth_state_link_user(state_hash bytea) FROM PUBLIC;
 
 --
+-- Name: FUNCTION passkey_admin_delete(user_id uuid, passkey_id uuid, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.passkey_admin_delete(user_id uuid, passkey_id uuid, context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_challenge(kind text, user_id uuid, aal text, ttl_seconds integer, max_passkeys integer, OUT status text, OUT challenge_id uuid, OUT challenge bytea, OUT expires_at timestamp with time zone, OUT user_name text, OUT user_display_name text, OUT exclude bytea[]); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.passkey_challenge(kind text, user_id uuid, aal text, ttl_seconds integer, max_passkeys integer, OUT status text, OUT challenge_id uuid, OUT challenge bytea, OUT expires_at timestamp with time zone, OUT user_name text, OUT user_display_name text, OUT exclude bytea[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_consume_challenge(challenge_id uuid, kind text, user_id uuid, OUT status text, OUT challenge bytea); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.passkey_consume_challenge(challenge_id uuid, kind text, user_id uuid, OUT status text, OUT challenge bytea) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_delete(user_id uuid, passkey_id uuid, aal text, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.passkey_delete(user_id uuid, passkey_id uuid, aal text, context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_for_credential(credential_id bytea, OUT status text, OUT passkey_id uuid, OUT user_id uuid, OUT public_key bytea, OUT sign_count bigint, OUT transports text[]); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.passkey_for_credential(credential_id bytea, OUT status text, OUT passkey_id uuid, OUT user_id uuid, OUT public_key bytea, OUT sign_count bigint, OUT transports text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_list(user_id uuid); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.passkey_list(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_register(user_id uuid, credential_id bytea, public_key bytea, sign_count bigint, transports text[], friendly_name text, aaguid uuid, backup_eligible boolean, backed_up boolean, max_passkeys integer, context jsonb, OUT status text, OUT passkey jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.passkey_register(user_id uuid, credential_id bytea, public_key bytea, sign_count bigint, transports text[], friendly_name text, aaguid uuid, backup_eligible boolean, backed_up boolean, max_passkeys integer, context jsonb, OUT status text, OUT passkey jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_rename(user_id uuid, passkey_id uuid, friendly_name text, context jsonb, OUT status text, OUT passkey jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.passkey_rename(user_id uuid, passkey_id uuid, friendly_name text, context jsonb, OUT status text, OUT passkey jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_sign_in(passkey_id uuid, new_sign_count bigint, refresh_token_hash bytea, ttl_seconds integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.passkey_sign_in(passkey_id uuid, new_sign_count bigint, refresh_token_hash bytea, ttl_seconds integer, context jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION password_credentials(email text); Type: ACL; Schema: auth; Owner: -
 --
 
@@ -10247,6 +10742,18 @@ REVOKE ALL ON FUNCTION auth_private.mfa_unseal(sealed bytea, key bytea) FROM PUB
 --
 
 REVOKE ALL ON FUNCTION auth_private.parse_ban_duration(d text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_json(p auth.passkeys); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.passkey_json(p auth.passkeys) FROM PUBLIC;
+
+--
+-- Name: FUNCTION passkey_needs_aal2(user_id uuid, aal text); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.passkey_needs_aal2(user_id uuid, aal text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION pkce_matches(challenge text, method text, verifier text); Type: ACL; Schema: auth_private; Owner: -
