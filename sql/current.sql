@@ -1,1 +1,4 @@
 -- Enter migration here
+--!include live/subscriptions.sql
+--!include live/rerun.sql
+--!include live/realtime.sql

@@ -252,7 +252,10 @@ export class LiveService {
       if (fresh) {
         // First beat, or this instance had been declared dead: announce its clients again.
         for (const c of this.hub.all()) if (c.state !== null) this.presence(c, c.state);
+        for (const tap of this.taps) tap.reannounce();
       }
+      // Table subscriptions nobody has joined for REALTIME_IDLE_MS go with their triggers.
+      await q.realtimeSweep(this.deps.db.sql, this.deps.config.realtimeIdleMs);
     } catch (err) {
       this.deps.log.debug({ err }, 'live: heartbeat failed');
     } finally {

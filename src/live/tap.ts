@@ -14,6 +14,8 @@ export interface LiveTap {
   event(channel: string, msg: unknown): void;
   /** The groups the tap's sockets are in (for the membership heartbeat). */
   groupIds(): Iterable<string>;
+  /** This instance had been declared dead (or just started): its sockets' presence is announced again. */
+  reannounce(): void;
   closeSockets(): Promise<void>;
 }
 

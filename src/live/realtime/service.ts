@@ -149,6 +149,10 @@ export class Realtime implements LiveTap, Host {
     }
   }
 
+  reannounce(): void {
+    for (const c of this.conns) c.reannounce();
+  }
+
   async closeSockets(): Promise<void> {
     if (this.pinger !== null) clearInterval(this.pinger);
     this.pinger = null;
