@@ -209,6 +209,7 @@ export class LiveService {
       return;
     }
     if (msg.type === 'broken') {
+      for (const tap of this.taps) tap.broken(msg.query_id);
       const clients = this.hub.channels.get(msg.query_id);
       if (clients === undefined) return;
       this.deps.log.warn({ query_id: msg.query_id, clients: clients.size }, 'live: subscription broken; closing its sockets');

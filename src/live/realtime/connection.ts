@@ -240,6 +240,14 @@ export class Connection {
     this.drop(ch);
   }
 
+  /** The server's error on a channel: a `system` error for postgres_changes, then `phx_error` (realtime-js reports CHANNEL_ERROR and rejoins). */
+  fail(ch: JoinedChannel, message: string): void {
+    if (this.channels.get(ch.topic) !== ch) return;
+    this.push(ch.topic, 'system', { extension: 'postgres_changes', status: 'error', message, channel: ch.name }, ch.joinRef);
+    this.push(ch.topic, 'phx_error', {}, ch.joinRef);
+    this.drop(ch);
+  }
+
   /**
    * `access_token`: the channel's credential becomes the new token's. Each table
    * subscription moves to the group of the new role and claims (a token of another user

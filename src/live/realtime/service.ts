@@ -149,6 +149,15 @@ export class Realtime implements LiveTap, Host {
     }
   }
 
+  /** A broken table subscription: each channel with a subscription of it gets a `system` error and `phx_error` (realtime-js: CHANNEL_ERROR, then it rejoins). */
+  broken(queryId: string): void {
+    for (const subs of this.routes.values()) {
+      for (const [sub, conn] of [...subs]) {
+        if (sub.queryId === queryId) conn.fail(sub.channel, `table subscription broken: ${sub.table} was dropped or changed`);
+      }
+    }
+  }
+
   reannounce(): void {
     for (const c of this.conns) c.reannounce();
   }
