@@ -2,3 +2,4 @@
 --!include live/subscriptions.sql
 --!include live/rerun.sql
 --!include live/realtime.sql
+--!include live/broken.sql

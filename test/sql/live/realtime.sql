@@ -2,7 +2,7 @@
 -- changes each group is matched to by its sockets' wants, what each group's statement keeps
 -- under RLS, and the sweep of a table nobody subscribes to.
 begin;
-select plan(21);
+select plan(23);
 
 create table public.rt (id int primary key, owner uuid, n int not null default 0);
 alter table public.rt enable row level security;
@@ -71,6 +71,11 @@ select is(pg_temp.pending('[{"e": "UPDATE", "c": "owner", "s": ["00000000-0000-4
 select is(pg_temp.pending('[{"e": "*", "c": "n", "s": ["10.0"], "n": [10]}]'),
           '[["UPDATE", "1"], ["UPDATE", "1"]]'::jsonb, 'wants by number: n = 10 in the new row, as the service compares');
 select is(pg_temp.pending(null), '[["INSERT", "1"], ["INSERT", "2"], ["UPDATE", "1"], ["DELETE", null], ["UPDATE", "1"]]'::jsonb, 'no wants: every change');
+
+-- The lanes' statements are kept per role, and built again after DDL (a policy changed).
+select is(live_private.realtime_statement((select query_id from j), 'authenticated'), live_private.realtime_sql('public.rt'::regclass, 'authenticated'), 'the statement of a role, kept');
+create policy more on public.rt for select to authenticated using (n > 100);
+select is((select count(*) from live_private.realtime_statements), 0::bigint, 'forgotten at DDL: the new policy applies at the next step');
 
 -- Nobody subscribed: after the grace the subscription and its triggers go.
 delete from live_private.groups where query_id = (select query_id from j);
