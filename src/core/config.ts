@@ -167,6 +167,8 @@ export interface Config {
   realtimeMaxSubscriptions: number;
   /** REALTIME_MAX_FILTERS: conditions in one table subscription's filter. */
   realtimeMaxFilters: number;
+  /** REALTIME_IDLE_MS: a table nobody has subscribed to for this long loses its triggers (docs/api/realtime.md). */
+  realtimeIdleMs: number;
   dbPoolSize: number;
   /** WORKERS: service processes on the port (`auto`: the cores; src/core/cores.ts). */
   workers: number;
@@ -718,6 +720,7 @@ export function parseConfig(env: Env = process.env): Config {
     liveMaxRows: int(env, 'LIVE_MAX_ROWS', 10_000, 1, 10_000_000),
     realtimeMaxSubscriptions: int(env, 'REALTIME_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
     realtimeMaxFilters: int(env, 'REALTIME_MAX_FILTERS', 10, 1, 1000),
+    realtimeIdleMs: int(env, 'REALTIME_IDLE_MS', 30_000, 0, 86_400_000),
     liveChannel,
     dbPoolSize: int(env, 'DB_POOL_SIZE', 10, 1, 1000),
     workers: workersSetting(env),

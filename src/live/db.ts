@@ -82,8 +82,35 @@ export interface Claimed {
 }
 
 /** The poll; rare while idle (the pollers sleep until a writer wakes them). */
-export async function claim(sql: Sql, instanceId: string, leaseMs: number): Promise<Claimed[]> {
-  return await sql<Claimed[]>`select group_id::text, query_id, role, claims, query, fast, ins, del, snap from live_private.claim(${instanceId}, ${leaseMs}::int)`;
+export async function claim(sql: Sql, instanceId: string, leaseMs: number, busy = false): Promise<Claimed[]> {
+  return await sql<Claimed[]>`select group_id::text, query_id, role, claims, query, fast, ins, del, snap from live_private.claim(${instanceId}, ${leaseMs}::int, ${busy})`;
+}
+
+/** A table subscription's group with changes it may want (realtime.sql, claim_changes): its lane's statement over `ins`. */
+export interface ClaimedChanges {
+  query_id: string;
+  /** The subscription's new cursor, for realtime_done. */
+  snap: string;
+  group_id: string;
+  role: string;
+  claims: string;
+  query: string;
+  ins: string;
+}
+
+export async function claimChanges(sql: Sql, instanceId: string, leaseMs: number): Promise<ClaimedChanges[]> {
+  return await sql<ClaimedChanges[]>`select query_id, snap, group_id::text, role, claims, query, ins from live_private.claim_changes(${instanceId}, ${leaseMs}::int)`;
+}
+
+/** What the lanes of one leased table subscription's groups returned (each `ins`, or an error `SQLSTATE|message`). */
+export async function realtimeDone(sql: Sql, instanceId: string, queryId: string, snap: string, ids: string[], ins: (string | null)[], errors: (string | null)[]): Promise<void> {
+  await sql`select live_private.realtime_done(${instanceId}, ${queryId}, ${snap}, ${ids}::bigint[], ${ins as string[]}::text[]::jsonb[], ${errors as string[]}::text[])`;
+}
+
+/** Table subscriptions nobody has joined for `graceMs` go, with their triggers; how many went. */
+export async function realtimeSweep(sql: Sql, graceMs: number): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`select live_private.realtime_sweep(${graceMs}::int) as n`;
+  return row.n;
 }
 
 export async function rerunSubscription(sql: Sql, instanceId: string, queryId: string): Promise<void> {

@@ -135,11 +135,13 @@ export class Poller {
   /** One claim and the re-runs it leased; the number of them. */
   async step(): Promise<number> {
     const sql = this.deps.db.sql;
-    const work = await q.claim(sql, this.instanceId, LEASE_MS);
-    if (work.length === 0) return 0;
+    const changes = await q.claimChanges(sql, this.instanceId, LEASE_MS);
+    const work = await q.claim(sql, this.instanceId, LEASE_MS, changes.length > 0);
+    if (work.length === 0 && changes.length === 0) return 0;
     const groups = work.filter((w) => w.group_id !== null);
     const subs = work.filter((w) => w.group_id === null);
     await Promise.all([
+      changes.length > 0 ? this.runChanges(changes) : null,
       ...subs.map((w) => {
         this.subscriptionRuns++;
         return q.rerunSubscription(sql, this.instanceId, w.query_id).catch((err: unknown) => {
@@ -148,7 +150,38 @@ export class Poller {
       }),
       groups.length > 0 ? this.runGroups(groups) : null,
     ]);
-    return work.length;
+    return work.length + changes.length;
+  }
+
+  /**
+   * Table subscriptions' groups (realtime.sql): each group's lane keeps the changes its
+   * role may read; then, per subscription, one call publishes them and moves its cursor on.
+   */
+  private async runChanges(claimed: q.ClaimedChanges[]): Promise<void> {
+    const bySub = new Map<string, q.ClaimedChanges[]>();
+    for (const c of claimed) {
+      const list = bySub.get(c.query_id);
+      if (list === undefined) bySub.set(c.query_id, [c]);
+      else list.push(c);
+    }
+    await Promise.all(
+      [...bySub].map(async ([queryId, list]) => {
+        const outcomes = await Promise.all(
+          list.map(async (g): Promise<{ ins: string | null; error: string | null }> => {
+            this.groupDeltas++;
+            try {
+              const [row] = await this.deps.db.withContext<{ ins: string }>(contextOf(g.role, g.claims), (c) => c.unsafe(g.query, [g.ins, null], { prepare: true }));
+              return { ins: row.ins, error: null };
+            } catch (err) {
+              return { ins: null, error: errorText(err) };
+            }
+          }),
+        );
+        await q
+          .realtimeDone(this.deps.db.sql, this.instanceId, queryId, list[0].snap, list.map((g) => g.group_id), outcomes.map((o) => o.ins), outcomes.map((o) => o.error))
+          .catch((err: unknown) => this.deps.log.warn({ err, query_id: queryId }, 'live: table subscription delivery failed'));
+      }),
+    );
   }
 
   private async runGroups(groups: q.Claimed[]): Promise<void> {

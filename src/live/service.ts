@@ -209,6 +209,7 @@ export class LiveService {
       return;
     }
     if (msg.type === 'broken') {
+      for (const tap of this.taps) tap.broken(msg.query_id);
       const clients = this.hub.channels.get(msg.query_id);
       if (clients === undefined) return;
       this.deps.log.warn({ query_id: msg.query_id, clients: clients.size }, 'live: subscription broken; closing its sockets');
@@ -252,7 +253,10 @@ export class LiveService {
       if (fresh) {
         // First beat, or this instance had been declared dead: announce its clients again.
         for (const c of this.hub.all()) if (c.state !== null) this.presence(c, c.state);
+        for (const tap of this.taps) tap.reannounce();
       }
+      // Table subscriptions nobody has joined for REALTIME_IDLE_MS go with their triggers.
+      await q.realtimeSweep(this.deps.db.sql, this.deps.config.realtimeIdleMs);
     } catch (err) {
       this.deps.log.debug({ err }, 'live: heartbeat failed');
     } finally {

@@ -14,6 +14,10 @@ export interface LiveTap {
   event(channel: string, msg: unknown): void;
   /** The groups the tap's sockets are in (for the membership heartbeat). */
   groupIds(): Iterable<string>;
+  /** The subscription `queryId` is broken (its table dropped, a column it needs gone): its sockets are told. */
+  broken(queryId: string): void;
+  /** This instance had been declared dead (or just started): its sockets' presence is announced again. */
+  reannounce(): void;
   closeSockets(): Promise<void>;
 }
 

@@ -464,6 +464,8 @@ async function main(): Promise<number> {
     DATABASE_URL: db.url,
     FUNCTIONS_DIR: functionsDir(dataDir),
     WS_MAX_CONNECTIONS_PER_IP: '5000',
+    // realtime-write-cost's unsubscribed side: the table's triggers go as soon as its subscribers have.
+    REALTIME_IDLE_MS: '0',
     // BENCH_WORKER=false: a service that runs no job (webhook-write-cost then measures the writers with deliveries paused).
     ...(process.env.BENCH_WORKER === 'false' ? { BENCH_WORKER: 'false' } : {}),
   });

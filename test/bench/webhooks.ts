@@ -85,7 +85,7 @@ function procCpuMs(pid: number): number {
   }
 }
 
-interface Cpu {
+export interface Cpu {
   driver: number;
   receiver: number;
   service: number;
@@ -93,14 +93,14 @@ interface Cpu {
 }
 
 /** CPU time so far (cpuNow), the backends' by pid: one that exits is not counted negatively. */
-interface CpuSnapshot {
+export interface CpuSnapshot {
   driver: number;
   receiver: number;
   service: number;
   backends: Map<number, number>;
 }
 
-function cpuSince(a: CpuSnapshot, b: CpuSnapshot): Cpu {
+export function cpuSince(a: CpuSnapshot, b: CpuSnapshot): Cpu {
   let postgres = 0;
   for (const [pid, ms] of b.backends) postgres += ms - (a.backends.get(pid) ?? 0);
   return { driver: b.driver - a.driver, receiver: b.receiver - a.receiver, service: b.service - a.service, postgres };
@@ -111,7 +111,7 @@ function cpuSince(a: CpuSnapshot, b: CpuSnapshot): Cpu {
  * the service (the driver's child running server.ts) and the bench database's backends. On
  * a shared machine rates move with the load; CPU time per insert does not much.
  */
-function cpuNow(dbName: string, receiverPid: number): CpuSnapshot {
+export function cpuNow(dbName: string, receiverPid: number): CpuSnapshot {
   const usage = process.cpuUsage();
   const out: CpuSnapshot = { driver: (usage.user + usage.system) / 1000, receiver: procCpuMs(receiverPid), service: 0, backends: new Map() };
   for (const d of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {

@@ -18,6 +18,8 @@ export interface TableSub {
   table: string;
   event: 'INSERT' | 'UPDATE' | 'DELETE' | '*';
   conditions: Condition[];
+  /** What it may want, for the database's match (filter.ts wantOf). */
+  want: object;
   pk: string[];
 }
 
@@ -38,6 +40,8 @@ export interface JoinedChannel {
   subs: TableSub[];
   /** Whether it sent presence (a leave is due when it goes). */
   tracked: boolean;
+  /** The state it last tracked (JSON), announced again after this instance was declared dead. */
+  trackedState: string;
   expiry: NodeJS.Timeout | null;
   /** Database work of this channel (broadcast, presence), in order. */
   queue: Promise<void>;
@@ -60,6 +64,7 @@ export function newChannel(topic: string, joinRef: string | null, cred: Credenti
     ack: broadcast.ack === true,
     subs: [],
     tracked: false,
+    trackedState: '{}',
     expiry: null,
     queue: Promise.resolve(),
   };

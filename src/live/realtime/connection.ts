@@ -12,7 +12,7 @@ import type { Credential } from '../../core/credentials.ts';
 import * as q from '../db.ts';
 import { routeOfGroup } from '../hub.ts';
 import { realtimeJoin } from './db.ts';
-import { parseFilter } from './filter.ts';
+import { parseFilter, wantOf } from './filter.ts';
 import { decodeBinary, decodeText, encode, encodeBroadcast, reply, type Frame, type Vsn } from './frames.ts';
 import { newChannel, presenceState, type JoinedChannel, type TableSub } from './channel.ts';
 import type { Deps } from '../../core/area.ts';
@@ -186,9 +186,13 @@ export class Connection {
     if (schema !== 'public') return 'only the public schema can be subscribed to';
     if (typeof table !== 'string' || table === '') return 'table is required';
     if (filter !== undefined && filter !== null && typeof filter !== 'string') return 'filter must be a string';
+    // Parsed first without the table's columns (what it may want goes with the join), checked against them after.
+    const wanted = parseFilter(filter, null, this.rt.deps.config.realtimeMaxFilters);
+    if (typeof wanted === 'string') return wanted;
+    const want = wantOf(ev, wanted);
     let joined;
     try {
-      joined = await realtimeJoin(this.rt.sql, this.rt.instanceId, table, ch.cred.role, ch.cred.claims);
+      joined = await realtimeJoin(this.rt.sql, this.rt.instanceId, table, ch.cred.role, ch.cred.claims, want);
     } catch (err) {
       if ((err as { code?: unknown }).code === '54000') return 'live query group limit reached';
       return 'subscription metadata unavailable';
@@ -206,6 +210,7 @@ export class Connection {
       table,
       event: ev as TableSub['event'],
       conditions,
+      want,
       pk: joined.pk ?? [],
     };
     ch.subs.push(sub);
@@ -235,6 +240,14 @@ export class Connection {
     this.drop(ch);
   }
 
+  /** The server's error on a channel: a `system` error for postgres_changes, then `phx_error` (realtime-js reports CHANNEL_ERROR and rejoins). */
+  fail(ch: JoinedChannel, message: string): void {
+    if (this.channels.get(ch.topic) !== ch) return;
+    this.push(ch.topic, 'system', { extension: 'postgres_changes', status: 'error', message, channel: ch.name }, ch.joinRef);
+    this.push(ch.topic, 'phx_error', {}, ch.joinRef);
+    this.drop(ch);
+  }
+
   /**
    * `access_token`: the channel's credential becomes the new token's. Each table
    * subscription moves to the group of the new role and claims (a token of another user
@@ -250,7 +263,7 @@ export class Connection {
     }
     try {
       for (const s of ch.subs) {
-        const j = await realtimeJoin(this.rt.sql, this.rt.instanceId, s.table, next.role, next.claims);
+        const j = await realtimeJoin(this.rt.sql, this.rt.instanceId, s.table, next.role, next.claims, s.want);
         if (j.group_id === null) return this.close(ch, j.error === 'permission denied' ? `permission denied for table ${s.table}` : `table ${s.table} not found`);
         if (j.group_id === s.groupId) continue;
         this.rt.unroute(s);
@@ -290,6 +303,7 @@ export class Connection {
     if (payload.event === 'track') {
       const state = payload.payload !== null && typeof payload.payload === 'object' && !Array.isArray(payload.payload) ? payload.payload : {};
       ch.tracked = true;
+      ch.trackedState = JSON.stringify(state);
       this.enqueue(ch, async () => {
         await q.presenceSet(this.rt.sql, live.instanceId, live.bcChannel, ch.name, ch.presenceId, JSON.stringify(state));
         this.send(reply(this.vsn, f, 'ok', {}));
@@ -302,6 +316,16 @@ export class Connection {
       });
     } else {
       this.send(reply(this.vsn, f, 'error', { reason: 'presence event must be track or untrack' }));
+    }
+  }
+
+  /** This instance had been declared dead: each tracked presence is announced again (a join for the others). */
+  reannounce(): void {
+    const { live } = this.rt;
+    for (const ch of this.channels.values()) {
+      if (!ch.tracked) continue;
+      const state = ch.trackedState;
+      this.enqueue(ch, () => q.presenceSet(this.rt.sql, live.instanceId, live.bcChannel, ch.name, ch.presenceId, state));
     }
   }
 

@@ -45,9 +45,9 @@ function unquote(v: string): string {
 
 /**
  * The conditions of a filter, or a refusal (a message for the join's error reply). An
- * empty or absent filter has none.
+ * empty or absent filter has none. `columns` null: the columns are not checked (yet).
  */
-export function parseFilter(filter: string | undefined | null, columns: readonly string[], max: number): Condition[] | string {
+export function parseFilter(filter: string | undefined | null, columns: readonly string[] | null, max: number): Condition[] | string {
   if (filter === undefined || filter === null || filter === '') return [];
   const parts = split(filter, ',');
   if (parts.length > max) return `filter has more than ${max} conditions (REALTIME_MAX_FILTERS)`;
@@ -65,7 +65,7 @@ export function parseFilter(filter: string | undefined | null, columns: readonly
     const dot = rest.indexOf('.');
     const op = dot > 0 ? rest.slice(0, dot) : '';
     if (!OPS.has(op)) return `invalid filter operator: ${op === '' ? part : op}`;
-    if (!columns.includes(column)) return `invalid filter: column ${column} does not exist`;
+    if (columns !== null && !columns.includes(column)) return `invalid filter: column ${column} does not exist`;
     const raw = rest.slice(dot + 1);
     let values: string[];
     if (op === 'in') {
@@ -119,4 +119,18 @@ export function matches(conditions: readonly Condition[], row: Record<string, un
     if (holds(c, row) === c.not) return false;
   }
   return true;
+}
+
+/**
+ * What a socket's subscription may want, for the database to match changes to its group
+ * before their RLS check (realtime.sql, group_members.wants): its event and, from its first
+ * `eq` or `in` condition that is not negated, the column and the values as text and as
+ * numbers (a row's value matches as `compare` says: a JSON string by text, a number by
+ * value). Anything else is left to `matches`: the database's match may only be wider.
+ */
+export function wantOf(event: string, conditions: readonly Condition[]): { e: string; c?: string; s?: string[]; n?: number[] } {
+  const c = conditions.find((x) => !x.not && (x.op === 'eq' || x.op === 'in'));
+  if (c === undefined) return { e: event };
+  const n = c.values.filter((v) => v.trim() !== '' && Number.isFinite(Number(v))).map(Number);
+  return { e: event, c: c.column, s: c.values, n };
 }

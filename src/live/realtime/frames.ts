@@ -106,6 +106,17 @@ export function encodeBroadcast(vsn: Vsn, topic: string, event: string, payloadJ
   return Buffer.concat([header, t, e, Buffer.from(payloadJson)]);
 }
 
+/**
+ * A `postgres_changes` push whose `data` is already JSON text: one change goes to many
+ * channels with the same data, serialised once (the same frame as encode builds).
+ */
+export function encodeChange(vsn: Vsn, topic: string, joinRef: string | null, ids: readonly number[], dataJson: string): string {
+  const payload = `{"ids":${JSON.stringify(ids)},"data":${dataJson}}`;
+  return vsn === '2.0.0'
+    ? `[${JSON.stringify(joinRef)},null,${JSON.stringify(topic)},"postgres_changes",${payload}]`
+    : `{"join_ref":${JSON.stringify(joinRef)},"ref":null,"topic":${JSON.stringify(topic)},"event":"postgres_changes","payload":${payload}}`;
+}
+
 /** A reply to a client's push. */
 export function reply(vsn: Vsn, f: Frame, status: 'ok' | 'error', response: unknown): string {
   return encode(vsn, { join_ref: f.join_ref, ref: f.ref, topic: f.topic, event: 'phx_reply', payload: { status, response } });

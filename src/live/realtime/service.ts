@@ -21,7 +21,7 @@ import type { LiveEngine, LiveTap } from '../tap.ts';
 import { broadcastParts, keyOf, presenceDiff, type JoinedChannel, type TableSub } from './channel.ts';
 import { Connection, type Host } from './connection.ts';
 import { matches } from './filter.ts';
-import type { Vsn } from './frames.ts';
+import { encodeChange, type Vsn } from './frames.ts';
 
 /** A change as the group's message carries it (realtime.sql). */
 interface Change {
@@ -111,8 +111,10 @@ export class Realtime implements LiveTap, Host {
       if (hit === undefined) byChannel.set(sub.channel, { conn, ids: [sub.id], sub });
       else hit.ids.push(sub.id);
     }
+    // The subscriptions of one group share the table and its key: the data is serialised once.
+    let dataJson: string | null = null;
     for (const [ch, { conn, ids, sub }] of byChannel) {
-      const data = {
+      dataJson ??= JSON.stringify({
         schema: 'public',
         table: sub.table,
         commit_timestamp: c.ts,
@@ -121,8 +123,8 @@ export class Realtime implements LiveTap, Host {
         record: c.t === 'DELETE' || c.too_large === true ? {} : (c.new ?? {}),
         old_record: c.t === 'INSERT' ? {} : keyOf(c.old, sub.pk),
         errors: c.too_large === true ? ['Error 413: Payload Too Large'] : null,
-      };
-      conn.push(ch.topic, 'postgres_changes', { ids, data }, ch.joinRef);
+      });
+      conn.send(encodeChange(conn.vsn, ch.topic, ch.joinRef, ids, dataJson));
     }
   }
 
@@ -147,6 +149,19 @@ export class Realtime implements LiveTap, Host {
         else if (ch.presenceEnabled) conn.push(ch.topic, 'presence_diff', diff, ch.joinRef);
       }
     }
+  }
+
+  /** A broken table subscription: each channel with a subscription of it gets a `system` error and `phx_error` (realtime-js: CHANNEL_ERROR, then it rejoins). */
+  broken(queryId: string): void {
+    for (const subs of this.routes.values()) {
+      for (const [sub, conn] of [...subs]) {
+        if (sub.queryId === queryId) conn.fail(sub.channel, `table subscription broken: ${sub.table} was dropped or changed`);
+      }
+    }
+  }
+
+  reannounce(): void {
+    for (const c of this.conns) c.reannounce();
   }
 
   async closeSockets(): Promise<void> {

@@ -1,7 +1,8 @@
--- Table subscriptions (realtime.sql): the join's refusals, what a writer queues (only while
--- a group listens), and what each group's statement keeps under RLS.
+-- Table subscriptions (realtime.sql): the join's refusals, what a writer queues, which
+-- changes each group is matched to by its sockets' wants, what each group's statement keeps
+-- under RLS, and the sweep of a table nobody subscribes to.
 begin;
-select plan(16);
+select plan(23);
 
 create table public.rt (id int primary key, owner uuid, n int not null default 0);
 alter table public.rt enable row level security;
@@ -55,9 +56,34 @@ select is((select jsonb_agg(jsonb_build_array(x ->> 't', case when x ->> 't' = '
 select is(pg_temp.run((select qa from stmt), 'anon', '{"role": "anon"}'), '[]'::jsonb, 'anon none: no policy lets it read');
 update public.rt set owner = '00000000-0000-4000-8000-000000000002' where id = 1;
 select is((select count(*) from live_private.changes c, jsonb_array_elements(c.ins) e where e ->> 't' = 'UPDATE'), 2::bigint, 'the move of a row is queued');
+
+-- The match by the sockets' wants (group_members.wants): by text, by number, by event. (The
+-- group's join snapshot sees this transaction's own changes: it is set as if it joined before.)
+update live_private.groups set snap = '1:1:' where id = (select group_id from j);
+create function pg_temp.pending(wants jsonb) returns jsonb language sql as $$
+  update live_private.group_members set wants = pending.wants where group_id = (select group_id from j);
+  select coalesce(jsonb_agg(jsonb_build_array(x ->> 't', x -> 'new' ->> 'id') order by o), '[]')
+  from live_private.realtime_pending((select query_id from j), null) p, jsonb_array_elements(p.ins) with ordinality x(x, o)
+  where p.group_id = (select group_id from j)
+$$;
+select is(pg_temp.pending('[{"e": "UPDATE", "c": "owner", "s": ["00000000-0000-4000-8000-000000000002"], "n": []}]'),
+          '[["UPDATE", "1"]]'::jsonb, 'wants by text and event: the UPDATE whose new row has that owner');
+select is(pg_temp.pending('[{"e": "*", "c": "n", "s": ["10.0"], "n": [10]}]'),
+          '[["UPDATE", "1"], ["UPDATE", "1"]]'::jsonb, 'wants by number: n = 10 in the new row, as the service compares');
+select is(pg_temp.pending(null), '[["INSERT", "1"], ["INSERT", "2"], ["UPDATE", "1"], ["DELETE", null], ["UPDATE", "1"]]'::jsonb, 'no wants: every change');
+
+-- The lanes' statements are kept per role, and built again after DDL (a policy changed).
+select is(live_private.realtime_statement((select query_id from j), 'authenticated'), live_private.realtime_sql('public.rt'::regclass, 'authenticated'), 'the statement of a role, kept');
+create policy more on public.rt for select to authenticated using (n > 100);
+select is((select count(*) from live_private.realtime_statements), 0::bigint, 'forgotten at DDL: the new policy applies at the next step');
+
+-- Nobody subscribed: after the grace the subscription and its triggers go.
 delete from live_private.groups where query_id = (select query_id from j);
+update live_private.subscriptions set idle_since = now() - interval '1 hour' where query_id = (select query_id from j);
+select is(live_private.realtime_sweep(1000), 1, 'the sweep removes the idle table subscription');
+select is((select count(*) from pg_trigger where tgrelid = 'public.rt'::regclass), 0::bigint, 'and its triggers');
 insert into public.rt values (3, null, 0);
-select is((select count(*) from live_private.changes c, jsonb_array_elements(c.ins) e where e -> 'new' ->> 'id' = '3'), 0::bigint, 'with no group listening, nothing is queued');
+select is((select count(*) from live_private.changes c, jsonb_array_elements(c.ins) e where e -> 'new' ->> 'id' = '3'), 0::bigint, 'a write after it queues nothing');
 
 select * from finish();
 rollback;
