@@ -1,5 +1,1 @@
 -- Enter migration here
---!include live/subscriptions.sql
---!include live/rerun.sql
---!include live/realtime.sql
---!include live/broken.sql

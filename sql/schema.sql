@@ -4080,10 +4080,10 @@ $$;
 COMMENT ON FUNCTION live_private.check_queries() IS 'plinth: plans every working live query and marks those that fail broken.';
 
 --
--- Name: claim(uuid, integer); Type: FUNCTION; Schema: live_private; Owner: -
+-- Name: claim(uuid, integer, boolean); Type: FUNCTION; Schema: live_private; Owner: -
 --
 
-CREATE FUNCTION live_private.claim(instance_id uuid, lease_ms integer) RETURNS TABLE(group_id bigint, query_id text, role name, claims text, query text, fast boolean, ins text, del text, snap text)
+CREATE FUNCTION live_private.claim(instance_id uuid, lease_ms integer, busy boolean DEFAULT false) RETURNS TABLE(group_id bigint, query_id text, role name, claims text, query text, fast boolean, ins text, del text, snap text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4126,9 +4126,9 @@ begin
   -- not seen; the rows and pg_current_snapshot() come from this one statement's snapshot.
   return query
     with cand as (
-      select x.id, (x.dirty or x.lease_owner is not null or s.fast_table is null) and s.mode <> 'changes' as rerun
+      select x.id, (x.dirty or x.lease_owner is not null or s.fast_table is null) as rerun
       from live_private.groups x
-      join live_private.subscriptions s on s.query_id = x.query_id and s.broken is null
+      join live_private.subscriptions s on s.query_id = x.query_id and s.broken is null and s.mode <> 'changes'
       where x.snapshot is not null
         and (x.lease_owner is null or x.lease_until < clock_timestamp())
         and (x.dirty or x.lease_owner is not null
@@ -4155,7 +4155,7 @@ begin
   get diagnostics v_groups = row_count;
   -- Work found: this poller claims again soon, and writers need not wake it (the row is
   -- written when missing or half spent). None: the next writer wakes it.
-  if v_ids is not null or v_subs > 0 or v_groups > 0 then
+  if v_ids is not null or v_subs > 0 or v_groups > 0 or claim.busy then
     if not exists (select 1 from live_private.pollers p where p.instance_id = claim.instance_id
                    and p.awake_until > clock_timestamp() + interval '500 milliseconds') then
       insert into live_private.pollers as p (instance_id, awake_until) values (claim.instance_id, clock_timestamp() + interval '1 second')
@@ -4168,10 +4168,58 @@ end
 $$;
 
 --
--- Name: FUNCTION claim(instance_id uuid, lease_ms integer); Type: COMMENT; Schema: live_private; Owner: -
+-- Name: FUNCTION claim(instance_id uuid, lease_ms integer, busy boolean); Type: COMMENT; Schema: live_private; Owner: -
 --
 
-COMMENT ON FUNCTION live_private.claim(instance_id uuid, lease_ms integer) IS 'plinth: the poller''s step: turns writers'' marks into dirty flags and leases dirty live queries and groups to an instance.';
+COMMENT ON FUNCTION live_private.claim(instance_id uuid, lease_ms integer, busy boolean) IS 'plinth: the poller''s step: turns writers'' marks into dirty flags and leases dirty live queries and groups to an instance.';
+
+--
+-- Name: claim_changes(uuid, integer); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.claim_changes(instance_id uuid, lease_ms integer) RETURNS TABLE(query_id text, snap text, group_id bigint, role name, claims text, query text, ins text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  s record;
+  v_ids bigint[];
+  v_ins jsonb[];
+  v_snap text;
+begin
+  for s in
+    select x.query_id, x.changes_snap from live_private.subscriptions x
+     where x.mode = 'changes' and x.broken is null and (x.lease_owner is null or x.lease_until < clock_timestamp())
+       and exists (select from live_private.changes ch where ch.query_id = x.query_id
+                   and not coalesce(pg_catalog.pg_visible_in_snapshot(ch.xid, x.changes_snap), false))
+     for update of x skip locked
+  loop
+    select array_agg(p.group_id) filter (where p.group_id is not null), array_agg(p.ins) filter (where p.group_id is not null), max(p.snap)
+      into v_ids, v_ins, v_snap
+      from live_private.realtime_pending(s.query_id, s.changes_snap) p;
+    if v_ids is null then
+      update live_private.subscriptions x set changes_snap = v_snap::pg_snapshot where x.query_id = s.query_id;
+      delete from live_private.changes ch where ch.query_id = s.query_id and pg_catalog.pg_visible_in_snapshot(ch.xid, v_snap::pg_snapshot);
+      continue;
+    end if;
+    update live_private.subscriptions x set lease_owner = claim_changes.instance_id,
+           lease_until = clock_timestamp() + make_interval(secs => claim_changes.lease_ms / 1000.0)
+     where x.query_id = s.query_id;
+    -- The lane's statement once per role (most groups share one), not per group.
+    return query
+      with gr as (select g.id, g.role, g.claims, v.ins from unnest(v_ids, v_ins) as v(id, ins) join live_private.groups g on g.id = v.id),
+      st as (select r.role, live_private.realtime_statement(s.query_id, r.role) as q from (select distinct gr.role from gr) r)
+      select s.query_id, v_snap, gr.id, gr.role, gr.claims::text, st.q, gr.ins::text
+      from gr join st on st.role = gr.role;
+  end loop;
+end
+$$;
+
+--
+-- Name: FUNCTION claim_changes(instance_id uuid, lease_ms integer); Type: COMMENT; Schema: live_private; Owner: -
+--
+
+COMMENT ON FUNCTION live_private.claim_changes(instance_id uuid, lease_ms integer) IS 'plinth: leases table subscriptions with new changes and returns them matched to the groups that may want them.';
 
 --
 -- Name: configure(text, integer, integer); Type: FUNCTION; Schema: live_private; Owner: -
@@ -4733,19 +4781,6 @@ begin
       continue;
     end if;
     v_snap := coalesce(publish_groups.snaps[i]::pg_snapshot, g.snap);
-    if v_mode = 'changes' then
-      -- A table subscription's group keeps no result: what its role may read of the rows'
-      -- changes is sent as it is (realtime.sql), in messages that fit a notification.
-      v_ins := coalesce(publish_groups.ins[i], '[]'::jsonb);
-      update live_private.groups x set snap = v_snap, lease_owner = null, lease_until = null,
-             seq = x.seq + (case when v_ins = '[]'::jsonb then 0 else 1 end)
-       where x.id = g.id;
-      if v_ins <> '[]'::jsonb then
-        perform live_private.realtime_publish(v_channel, g.id, g.query_id, g.seq + 1, v_ins,
-          live_private.payload_limit(v_channel) - length(g.id::text) - 1);
-      end if;
-      continue;
-    end if;
     if publish_groups.ins[i] is not null then
       v_ins := live_private.minus(publish_groups.ins[i], coalesce(publish_groups.del[i], '[]'));
       v_del := live_private.minus(coalesce(publish_groups.del[i], '[]'), publish_groups.ins[i]);
@@ -4794,10 +4829,58 @@ $$;
 COMMENT ON FUNCTION live_private.publish_groups(instance_id uuid, ids bigint[], results jsonb[], errors text[], snaps text[], ins jsonb[], del jsonb[]) IS 'plinth: publishes leased groups'' changes: re-run results diffed with their snapshots, fast-path deltas applied.';
 
 --
--- Name: realtime_join(uuid, text, name, jsonb); Type: FUNCTION; Schema: live_private; Owner: -
+-- Name: realtime_done(uuid, text, text, bigint[], jsonb[], text[]); Type: FUNCTION; Schema: live_private; Owner: -
 --
 
-CREATE FUNCTION live_private.realtime_join(instance_id uuid, tbl text, role name, claims jsonb) RETURNS TABLE(group_id bigint, query_id text, pk text[], cols text[], error text)
+CREATE FUNCTION live_private.realtime_done(instance_id uuid, query_id text, snap text, ids bigint[], ins jsonb[], errors text[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_channel text;
+  v_seq bigint;
+  i int;
+begin
+  update live_private.subscriptions x set changes_snap = realtime_done.snap::pg_snapshot, lease_owner = null, lease_until = null
+   where x.query_id = realtime_done.query_id and x.lease_owner = realtime_done.instance_id;
+  if not found then
+    return;
+  end if;
+  select st.channel into v_channel from live_private.settings st;
+  for i in 1 .. coalesce(cardinality(realtime_done.ids), 0) loop
+    if realtime_done.errors[i] is not null then
+      if left(realtime_done.errors[i], 6) = '42501|' then
+        delete from live_private.groups g where g.id = realtime_done.ids[i];
+        perform pg_catalog.pg_notify(v_channel, realtime_done.ids[i]::text || '|' || jsonb_build_object('type', 'error', 'query_id', realtime_done.query_id,
+          'error', 'permission denied for this live query')::text);
+      else
+        perform live_private.mark_broken(realtime_done.query_id, substr(realtime_done.errors[i], 7));
+        return;
+      end if;
+    elsif coalesce(realtime_done.ins[i], '[]'::jsonb) <> '[]'::jsonb then
+      update live_private.groups g set seq = g.seq + 1 where g.id = realtime_done.ids[i] returning g.seq into v_seq;
+      if found then
+        perform live_private.realtime_publish(v_channel, realtime_done.ids[i], realtime_done.query_id, v_seq, realtime_done.ins[i],
+          live_private.payload_limit(v_channel) - length(realtime_done.ids[i]::text) - 1);
+      end if;
+    end if;
+  end loop;
+  delete from live_private.changes ch
+   where ch.query_id = realtime_done.query_id and pg_catalog.pg_visible_in_snapshot(ch.xid, realtime_done.snap::pg_snapshot);
+end
+$$;
+
+--
+-- Name: FUNCTION realtime_done(instance_id uuid, query_id text, snap text, ids bigint[], ins jsonb[], errors text[]); Type: COMMENT; Schema: live_private; Owner: -
+--
+
+COMMENT ON FUNCTION live_private.realtime_done(instance_id uuid, query_id text, snap text, ids bigint[], ins jsonb[], errors text[]) IS 'plinth: publishes what a leased table subscription''s groups may read and moves its cursor on.';
+
+--
+-- Name: realtime_join(uuid, text, name, jsonb, jsonb); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.realtime_join(instance_id uuid, tbl text, role name, claims jsonb, want jsonb DEFAULT NULL::jsonb) RETURNS TABLE(group_id bigint, query_id text, pk text[], cols text[], error text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4808,6 +4891,7 @@ declare
   v_sub live_private.subscriptions;
   v_observes text[];
   v_layout text[];
+  v_had boolean;
   j record;
 begin
   select c.oid into v_rel from pg_catalog.pg_class c
@@ -4822,7 +4906,10 @@ begin
   end if;
   v_qid := 'realtime:' || v_rel::text;
   v_query := format('select * from %s', v_rel::regclass);
-  select * into v_sub from live_private.subscriptions s where s.query_id = v_qid;
+  -- This instance's joins of one table one at a time (its `wants` are read and written),
+  -- and the sweep (which deletes the row under FOR UPDATE) waits for the join, or is waited for.
+  perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('plinth realtime member ' || realtime_join.instance_id::text || v_qid, 0));
+  select * into v_sub from live_private.subscriptions s where s.query_id = v_qid for key share;
   if not found or v_sub.broken is not null then
     perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('plinth realtime ' || v_qid, 0));
     perform pg_catalog.set_config('live.internal', 'on', true);
@@ -4833,14 +4920,17 @@ begin
     select array_agg(a.attname::text order by a.attname::text) into v_layout
       from pg_catalog.pg_attribute a where a.attrelid = v_rel and a.attnum > 0 and not a.attisdropped;
     insert into live_private.subscriptions as s (query_id, query, mode, audience, registered_by, tables, fast_table, layout, snapshot,
-                                                 as_subscriber, observes)
-    values (v_qid, v_query, 'changes', null, current_user, array[v_rel], v_rel, v_layout, '[]', true, v_observes)
+                                                 as_subscriber, observes, changes_snap)
+    values (v_qid, v_query, 'changes', null, current_user, array[v_rel], v_rel, v_layout, '[]', true, v_observes, pg_catalog.pg_current_snapshot())
     on conflict on constraint subscriptions_pkey do update
       set query = excluded.query, layout = excluded.layout, observes = excluded.observes, broken = null,
-          dirty = false, lease_owner = null, lease_until = null;
+          dirty = false, lease_owner = null, lease_until = null, changes_snap = excluded.changes_snap, idle_since = null;
     perform live_private.sync_triggers(v_rel);
     perform pg_catalog.set_config('live.internal', '', true);
   end if;
+  v_had := exists (select from live_private.group_members m
+                   where m.instance_id = realtime_join.instance_id
+                     and m.group_id = live_private.group_of(v_qid, realtime_join.role, realtime_join.claims));
   select * into j from live_private.join_group(realtime_join.instance_id, v_qid, realtime_join.role, realtime_join.claims) x;
   if j.group_id is null then
     return query select null::bigint, null::text, null::text[], null::text[], 'not found';
@@ -4850,16 +4940,77 @@ begin
     update live_private.groups g set snapshot = '[]', snap = pg_catalog.pg_current_snapshot()
      where g.id = j.group_id and g.snapshot is null;
   end if;
+  update live_private.group_members m set wants = case
+      when realtime_join.want is null then null
+      when not v_had then jsonb_build_array(realtime_join.want)
+      when m.wants is null then null
+      when m.wants @> jsonb_build_array(realtime_join.want) then m.wants
+      when jsonb_array_length(m.wants) >= 64 then null
+      else m.wants || jsonb_build_array(realtime_join.want) end
+   where m.group_id = j.group_id and m.instance_id = realtime_join.instance_id;
+  update live_private.subscriptions s set idle_since = null where s.query_id = v_qid and s.idle_since is not null;
   return query select j.group_id, v_qid, live_private.realtime_pk(v_rel),
     (select s.layout from live_private.subscriptions s where s.query_id = v_qid), null::text;
 end
 $$;
 
 --
--- Name: FUNCTION realtime_join(instance_id uuid, tbl text, role name, claims jsonb); Type: COMMENT; Schema: live_private; Owner: -
+-- Name: FUNCTION realtime_join(instance_id uuid, tbl text, role name, claims jsonb, want jsonb); Type: COMMENT; Schema: live_private; Owner: -
 --
 
-COMMENT ON FUNCTION live_private.realtime_join(instance_id uuid, tbl text, role name, claims jsonb) IS 'plinth: puts a socket''s table subscription in the group of its role and claims (registering the table''s changes on first use).';
+COMMENT ON FUNCTION live_private.realtime_join(instance_id uuid, tbl text, role name, claims jsonb, want jsonb) IS 'plinth: puts a socket''s table subscription in the group of its role and claims (registering the table''s changes on first use).';
+
+--
+-- Name: realtime_pending(text, pg_snapshot); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.realtime_pending(query_id text, from_snap pg_snapshot) RETURNS TABLE(group_id bigint, ins jsonb, snap text)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL keeps this statement's plan (a SQL function would plan it at every call).
+  return query
+  with pend as (
+    select ch.id as cid, e.n, ch.xid, e.v, e.v ->> 't' as t,
+           case when e.v ->> 't' = 'DELETE' then e.v -> 'old' else e.v -> 'new' end as r
+    from live_private.changes ch cross join lateral jsonb_array_elements(ch.ins) with ordinality as e(v, n)
+    where ch.query_id = realtime_pending.query_id and ch.ins is not null
+      and not coalesce(pg_catalog.pg_visible_in_snapshot(ch.xid, realtime_pending.from_snap), false)),
+  mem as (
+    select g.id, m.wants from live_private.groups g join live_private.group_members m on m.group_id = g.id
+    where g.query_id = realtime_pending.query_id and g.snapshot is not null),
+  wall as (select distinct mem.id from mem where mem.wants is null),
+  wx as (select distinct mem.id, x ->> 'e' as e, x ->> 'c' as c, x -> 's' as s, x -> 'n' as nums
+         from mem cross join lateral jsonb_array_elements(mem.wants) x where mem.wants is not null),
+  ws as (select wx.id, wx.e, wx.c, v as val from wx cross join lateral jsonb_array_elements_text(coalesce(wx.s, '[]')) v where wx.c is not null),
+  wn as (select wx.id, wx.e, wx.c, v::float8 as val from wx cross join lateral jsonb_array_elements_text(coalesce(wx.nums, '[]')) v where wx.c is not null),
+  cols as (select distinct wx.c from wx where wx.c is not null),
+  pk as (select p.*, cols.c, jsonb_typeof(p.r -> cols.c) as ty, p.r ->> cols.c as ks,
+                case when jsonb_typeof(p.r -> cols.c) = 'number' then (p.r -> cols.c)::float8 end as kn
+         from pend p cross join cols),
+  hit as (
+    select w.id, p.cid, p.n, p.xid, p.v from pend p cross join wall w
+    union all
+    select w.id, p.cid, p.n, p.xid, p.v from pend p join wx w on w.c is null and (w.e = '*' or w.e = p.t)
+    union all
+    select w.id, k.cid, k.n, k.xid, k.v from pk k join ws w on w.c = k.c and w.val = k.ks and (w.e = '*' or w.e = k.t) where k.ty = 'string'
+    union all
+    select w.id, k.cid, k.n, k.xid, k.v from pk k join wn w on w.c = k.c and w.val = k.kn and (w.e = '*' or w.e = k.t) where k.ty = 'number'
+    union all
+    select w.id, k.cid, k.n, k.xid, k.v from pk k join wx w on w.c = k.c and (w.e = '*' or w.e = k.t) where k.ty in ('boolean', 'object', 'array')),
+  per as (
+    select h.id, jsonb_agg(h.v order by h.cid, h.n) as ins
+    from (select distinct on (hit.id, hit.cid, hit.n) hit.* from hit) h
+    join live_private.groups g on g.id = h.id
+    where not coalesce(pg_catalog.pg_visible_in_snapshot(h.xid, g.snap), false)
+    group by h.id)
+  select per.id, per.ins, pg_catalog.pg_current_snapshot()::text from per
+  union all
+  select null, null, pg_catalog.pg_current_snapshot()::text;
+end
+$$;
 
 --
 -- Name: realtime_pk(oid); Type: FUNCTION; Schema: live_private; Owner: -
@@ -4942,6 +5093,74 @@ where not exists (select from %2$s limit 0)$q$,
     c.relname, c.oid::regclass, live_private.rls_filter(c.oid, realtime_sql.role))
   from pg_catalog.pg_class c where c.oid = realtime_sql.rel
 $_$;
+
+--
+-- Name: realtime_statement(text, name); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.realtime_statement(query_id text, role name) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_q text;
+begin
+  select x.q into v_q from live_private.realtime_statements x
+   where x.query_id = realtime_statement.query_id and x.role = realtime_statement.role and x.made_at > now() - interval '10 seconds';
+  if v_q is null then
+    v_q := live_private.fast_sql(realtime_statement.query_id, realtime_statement.role);
+    if v_q is not null then
+      insert into live_private.realtime_statements as x (query_id, role, q) values (realtime_statement.query_id, realtime_statement.role, v_q)
+      on conflict on constraint realtime_statements_pkey do update set q = excluded.q, made_at = excluded.made_at;
+    end if;
+  end if;
+  return v_q;
+end
+$$;
+
+--
+-- Name: realtime_sweep(integer); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.realtime_sweep(grace_ms integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  s record;
+  v_n int := 0;
+begin
+  update live_private.subscriptions x set idle_since = case when x.idle_since is null then now() end
+   where x.mode = 'changes'
+     and (x.idle_since is null) = not exists (select from live_private.groups g where g.query_id = x.query_id);
+  for s in
+    select x.query_id, x.tables from live_private.subscriptions x
+     where x.mode = 'changes' and x.idle_since < now() - make_interval(secs => realtime_sweep.grace_ms / 1000.0)
+       and not exists (select from live_private.groups g where g.query_id = x.query_id)
+     for update of x skip locked
+  loop
+    begin
+      perform pg_catalog.set_config('lock_timeout', '100ms', true);
+      perform pg_catalog.set_config('live.internal', 'on', true);
+      delete from live_private.subscriptions x where x.query_id = s.query_id;
+      delete from live_private.changes ch where ch.query_id = s.query_id;
+      perform live_private.sync_triggers(t) from unnest(s.tables) t;
+      perform pg_catalog.set_config('live.internal', '', true);
+      v_n := v_n + 1;
+    exception when lock_not_available then
+      null; -- a writer holds the table: the next beat
+    end;
+  end loop;
+  perform pg_catalog.set_config('lock_timeout', '0', true);
+  return v_n;
+end
+$$;
+
+--
+-- Name: FUNCTION realtime_sweep(grace_ms integer); Type: COMMENT; Schema: live_private; Owner: -
+--
+
+COMMENT ON FUNCTION live_private.realtime_sweep(grace_ms integer) IS 'plinth: removes table subscriptions (and their triggers) nobody has joined for grace_ms.';
 
 --
 -- Name: refresh(text); Type: FUNCTION; Schema: live_private; Owner: -
@@ -5362,29 +5581,29 @@ begin
     -- (and left out the next time this function is generated), the write goes on.
     if s.fast_table = sync_triggers.rel and s.mode = 'changes' then
       -- A table subscription (realtime.sql): each row's change, as INSERT, UPDATE (the new
-      -- row paired with the old by primary key) or DELETE, queued only while a group listens.
+      -- row paired with the old by primary key) or DELETE, appended in one row per
+      -- statement; nothing per subscriber or group here (the triggers exist only while the
+      -- table has subscribers: realtime_sweep), the matching and the RLS checks happen after
+      -- commit (claim_changes). One statement, no exception block: building the rows' JSON
+      -- cannot fail where the write itself did not.
       v_rows := true;
       v_body := v_body || format($b$
-  begin
-  if tg_op <> 'TRUNCATE' and exists (select from live_private.groups g where g.query_id = %1$L) then
-    if tg_op = 'INSERT' then
-      select coalesce(jsonb_agg(jsonb_build_object('t', 'INSERT', 'ts', pg_catalog.now(), 'new', to_jsonb("live$n"))), '[]'::jsonb) into "live$ins" from new_rows "live$n";
-    elsif tg_op = 'DELETE' then
-      select coalesce(jsonb_agg(jsonb_build_object('t', 'DELETE', 'ts', pg_catalog.now(), 'old', to_jsonb("live$o"))), '[]'::jsonb) into "live$ins" from old_rows "live$o";
-    else
-      select coalesce(jsonb_agg(jsonb_build_object('t', 'UPDATE', 'ts', pg_catalog.now(), 'new', to_jsonb("live$n"), 'old', to_jsonb("live$o"))), '[]'::jsonb)
-        into "live$ins" from new_rows "live$n" full join old_rows "live$o" on %2$s;
-    end if;
-    if "live$ins" <> '[]'::jsonb then
-      if not exists (select from live_private.pollers p where p.awake_until > pg_catalog.clock_timestamp()) then
-        perform live_private.wake();
-      end if;
-      insert into live_private.changes (query_id, ins, del) values (%1$L, "live$ins", '[]');
-    end if;
+  if tg_op = 'INSERT' then
+    insert into live_private.changes (query_id, ins, del)
+    select %1$L, jsonb_agg(jsonb_build_object('t', 'INSERT', 'ts', pg_catalog.now(), 'new', to_jsonb("live$n"))), null
+      from new_rows "live$n" having count(*) > 0;
+  elsif tg_op = 'DELETE' then
+    insert into live_private.changes (query_id, ins, del)
+    select %1$L, jsonb_agg(jsonb_build_object('t', 'DELETE', 'ts', pg_catalog.now(), 'old', to_jsonb("live$o"))), null
+      from old_rows "live$o" having count(*) > 0;
+  elsif tg_op = 'UPDATE' then
+    insert into live_private.changes (query_id, ins, del)
+    select %1$L, jsonb_agg(jsonb_build_object('t', 'UPDATE', 'ts', pg_catalog.now(), 'new', to_jsonb("live$n"), 'old', to_jsonb("live$o"))), null
+      from new_rows "live$n" full join old_rows "live$o" on %2$s having count(*) > 0;
   end if;
-  exception when others then
-    perform live_private.mark_broken(%1$L, sqlerrm, false);
-  end;$b$, s.query_id, live_private.realtime_pk_join(sync_triggers.rel));
+  if tg_op <> 'TRUNCATE' and found and not exists (select from live_private.pollers p where p.awake_until > pg_catalog.clock_timestamp()) then
+    perform live_private.wake();
+  end if;$b$, s.query_id, live_private.realtime_pk_join(sync_triggers.rel));
     elsif s.fast_table = sync_triggers.rel and s.as_subscriber then
       -- Per group: the statement's transition rows are queued; each group filters them under
       -- its role and claims off this path (live_private.claim).
@@ -5506,6 +5725,10 @@ CREATE FUNCTION live_private.tg__ddl_command_end() RETURNS event_trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
+  -- Table subscriptions' statements are built from policies and grants: built again (realtime.sql).
+  if to_regclass('live_private.realtime_statements') is not null and coalesce(current_setting('live.internal', true), '') <> 'on' then
+    delete from live_private.realtime_statements;
+  end if;
   if coalesce(current_setting('live.internal', true), '') = 'on'
      or not exists (select 1 from live_private.subscriptions s where s.broken is null) then
     return;
@@ -5532,6 +5755,10 @@ CREATE FUNCTION live_private.tg__sql_drop() RETURNS event_trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
+  -- Table subscriptions' statements are built from policies and grants: built again (realtime.sql).
+  if to_regclass('live_private.realtime_statements') is not null and coalesce(current_setting('live.internal', true), '') <> 'on' then
+    delete from live_private.realtime_statements;
+  end if;
   if coalesce(current_setting('live.internal', true), '') = 'on'
      or not exists (select 1 from live_private.subscriptions s where s.broken is null) then
     return;
@@ -8893,7 +9120,8 @@ COMMENT ON TABLE live_private.dirty IS 'plinth: live queries whose tables change
 CREATE TABLE live_private.group_members (
     group_id bigint NOT NULL,
     instance_id uuid NOT NULL,
-    joined_at timestamp with time zone DEFAULT now() NOT NULL
+    joined_at timestamp with time zone DEFAULT now() NOT NULL,
+    wants jsonb
 );
 
 --
@@ -8990,6 +9218,23 @@ CREATE TABLE live_private.presence (
 COMMENT ON TABLE live_private.presence IS 'plinth: presence state of connected clients, per instance (expires with its instance).';
 
 --
+-- Name: realtime_statements; Type: TABLE; Schema: live_private; Owner: -
+--
+
+CREATE UNLOGGED TABLE live_private.realtime_statements (
+    query_id text NOT NULL,
+    role name NOT NULL,
+    q text NOT NULL,
+    made_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE realtime_statements; Type: COMMENT; Schema: live_private; Owner: -
+--
+
+COMMENT ON TABLE live_private.realtime_statements IS 'plinth: the table subscriptions'' lane statements per role (a cache, cleared at DDL).';
+
+--
 -- Name: settings; Type: TABLE; Schema: live_private; Owner: -
 --
 
@@ -9029,6 +9274,8 @@ CREATE TABLE live_private.subscriptions (
     dirty boolean DEFAULT false NOT NULL,
     lease_owner uuid,
     lease_until timestamp with time zone,
+    changes_snap pg_snapshot,
+    idle_since timestamp with time zone,
     CONSTRAINT subscriptions_audience_check CHECK (((audience IS NULL) OR (jsonb_typeof(audience) = 'object'::text))),
     CONSTRAINT subscriptions_mode_check CHECK ((mode = ANY (ARRAY['delta'::text, 'notify'::text, 'changes'::text]))),
     CONSTRAINT subscriptions_query_id_check CHECK ((query_id ~ '^[^[:cntrl:]/?#]{1,200}$'::text))
@@ -9602,6 +9849,13 @@ ALTER TABLE ONLY live_private.pollers
 
 ALTER TABLE ONLY live_private.presence
     ADD CONSTRAINT presence_pkey PRIMARY KEY (channel, client_id);
+
+--
+-- Name: realtime_statements realtime_statements_pkey; Type: CONSTRAINT; Schema: live_private; Owner: -
+--
+
+ALTER TABLE ONLY live_private.realtime_statements
+    ADD CONSTRAINT realtime_statements_pkey PRIMARY KEY (query_id, role);
 
 --
 -- Name: settings settings_pkey; Type: CONSTRAINT; Schema: live_private; Owner: -
@@ -11155,10 +11409,16 @@ REVOKE ALL ON FUNCTION live_private.broadcast_many(bc_channel text, channel text
 REVOKE ALL ON FUNCTION live_private.check_queries() FROM PUBLIC;
 
 --
--- Name: FUNCTION claim(instance_id uuid, lease_ms integer); Type: ACL; Schema: live_private; Owner: -
+-- Name: FUNCTION claim(instance_id uuid, lease_ms integer, busy boolean); Type: ACL; Schema: live_private; Owner: -
 --
 
-REVOKE ALL ON FUNCTION live_private.claim(instance_id uuid, lease_ms integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION live_private.claim(instance_id uuid, lease_ms integer, busy boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION claim_changes(instance_id uuid, lease_ms integer); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.claim_changes(instance_id uuid, lease_ms integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION configure(channel text, max_rows integer, max_groups integer); Type: ACL; Schema: live_private; Owner: -
@@ -11281,10 +11541,22 @@ REVOKE ALL ON FUNCTION live_private.publish(query_id text, new_snapshot jsonb, i
 REVOKE ALL ON FUNCTION live_private.publish_groups(instance_id uuid, ids bigint[], results jsonb[], errors text[], snaps text[], ins jsonb[], del jsonb[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION realtime_join(instance_id uuid, tbl text, role name, claims jsonb); Type: ACL; Schema: live_private; Owner: -
+-- Name: FUNCTION realtime_done(instance_id uuid, query_id text, snap text, ids bigint[], ins jsonb[], errors text[]); Type: ACL; Schema: live_private; Owner: -
 --
 
-REVOKE ALL ON FUNCTION live_private.realtime_join(instance_id uuid, tbl text, role name, claims jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION live_private.realtime_done(instance_id uuid, query_id text, snap text, ids bigint[], ins jsonb[], errors text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION realtime_join(instance_id uuid, tbl text, role name, claims jsonb, want jsonb); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.realtime_join(instance_id uuid, tbl text, role name, claims jsonb, want jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION realtime_pending(query_id text, from_snap pg_snapshot); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.realtime_pending(query_id text, from_snap pg_snapshot) FROM PUBLIC;
 
 --
 -- Name: FUNCTION realtime_pk(rel oid); Type: ACL; Schema: live_private; Owner: -
@@ -11309,6 +11581,18 @@ REVOKE ALL ON FUNCTION live_private.realtime_publish(channel text, group_id bigi
 --
 
 REVOKE ALL ON FUNCTION live_private.realtime_sql(rel oid, role name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION realtime_statement(query_id text, role name); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.realtime_statement(query_id text, role name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION realtime_sweep(grace_ms integer); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.realtime_sweep(grace_ms integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION refresh(query_id text); Type: ACL; Schema: live_private; Owner: -
