@@ -17,7 +17,7 @@ import type { Settings } from 'graphile-migrate';
 import { parseConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
 import { runMigrations as workerMigrations } from 'graphile-worker';
-import { MIGRATIONS_FOLDER, migrateSettings, workerLogger } from '../core/migrate.ts';
+import { MIGRATIONS_FOLDER, migrateSettings, workerLogger } from '../host/migrate.ts';
 import type { DevDatabases } from './dev-env.ts';
 
 const MIGRATE_PLINTH = fileURLToPath(new URL('./migrate-plinth.ts', import.meta.url));

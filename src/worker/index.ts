@@ -9,7 +9,7 @@ import { run, type Runner, type TaskList, type WorkerEvents } from 'graphile-wor
 import type { Listener } from '../core/listener.ts';
 import type { Logger } from '../core/log.ts';
 import type { Metrics } from '../core/metrics.ts';
-import { workerLogger } from '../core/migrate.ts';
+import { workerLogger } from '../host/migrate.ts';
 
 export interface WorkerOptions {
   databaseUrl: string;

@@ -25,8 +25,8 @@ import { Logger as GraphileLogger } from '@graphile/logger';
 import type { Settings } from 'graphile-migrate';
 import { Logger as WorkerLogger, runMigrations as workerMigrations } from 'graphile-worker';
 import postgres from 'postgres';
-import { deriveLoginPassword, GUEST_LOGIN_ROLE, LOGIN_ROLES, SQL_LOGIN_ROLE } from './db.ts';
-import type { Logger } from './log.ts';
+import { deriveLoginPassword, GUEST_LOGIN_ROLE, LOGIN_ROLES, SQL_LOGIN_ROLE } from '../core/db.ts';
+import type { Logger } from '../core/log.ts';
 
 /** plinth's own migrations: `committed/`, `fixtures/` and `current.sql`. */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../sql', import.meta.url));

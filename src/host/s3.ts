@@ -3,7 +3,7 @@
  * storage back end (src/storage/backends/s3.ts) and the backups to S3 (backup-s3.ts).
  */
 import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
-import type { S3Config } from './config.ts';
+import type { S3Config } from '../core/config.ts';
 
 /** The multipart part size of uploads (S3's minimum): a body that fits one part goes as one PutObject. */
 export const PART_BYTES = 5 * 1024 * 1024;
