@@ -11,7 +11,7 @@
  */
 import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
-import { periodic } from '../core/periodic.ts';
+import { periodic } from '../worker/periodic.ts';
 import { purgeLog } from './db.ts';
 import { deliverTask } from './deliver.ts';
 import { OutboxDrain } from './outbox.ts';
