@@ -38,7 +38,7 @@ COPY sql ./sql
 COPY dashboard ./dashboard
 RUN mkdir -p /data /app/functions /app/migrations /app/.compile-cache && chown node:node /data /app/.compile-cache
 USER node
-# Node's compile cache (src/core/compile-cache.ts), filled here: a start that stops at its
+# Node's compile cache (src/host/compile-cache.ts), filled here: a start that stops at its
 # configuration check has loaded every module of a start, and Node writes them to the cache as
 # it exits, so the container runs without the TypeScript stripper from its first start on. The
 # cache is kept per set of Node flags: these are the CMD's.

@@ -20,7 +20,7 @@ const RAW_SQL_FILES = [
   // POST /api/sql: the caller's own text, as the service role, when the endpoint is enabled.
   'src/dev/index.ts',
   // Migrations: the committed files and the login roles' passwords.
-  'src/core/migrate.ts',
+  'src/host/migrate.ts',
   // The request transport: the claims statement it puts in front of every request's work.
   'src/core/db.ts',
   'src/core/lane/*.ts',

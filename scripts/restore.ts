@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { ConfigError, parseConfig } from '../src/core/config.ts';
 import { createLogger } from '../src/core/log.ts';
-import { openBackupStore, restore } from '../src/core/backup.ts';
+import { openBackupStore, restore } from '../src/host/backup.ts';
 
 const usage = 'usage: npm run restore -- --to <timestamp> --into <new folder>   (BACKUP_DIR or BACKUP_S3_PREFIX names the backups)';
 let args;

@@ -13,9 +13,9 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { SignJWT } from 'jose';
 import { parseConfig, resolveSecrets } from '../src/core/config.ts';
-import { startEmbedded } from '../src/core/embedded.ts';
+import { startEmbedded } from '../src/host/embedded.ts';
 import { createLogger } from '../src/core/log.ts';
-import { applyPlinthCurrent, runAllMigrations } from '../src/core/migrate.ts';
+import { applyPlinthCurrent, runAllMigrations } from '../src/host/migrate.ts';
 import { startService, type Service } from '../src/service.ts';
 
 const INSTANCES = Number(process.env.INSTANCES ?? 10);

@@ -11,17 +11,17 @@
 import { createHash } from 'node:crypto';
 import { flushCompileCache } from 'node:module';
 import { join } from 'node:path';
-import { freePort, portIsFree } from './core/ports.ts';
+import { freePort, portIsFree } from './host/ports.ts';
 import { ConfigError, loadConfig, type RuntimeConfig } from './core/config.ts';
 import { originsFor } from './core/origins.ts';
 import { createLogger } from './core/log.ts';
-import { runAllMigrations } from './core/migrate.ts';
-import { checkDatabase } from './core/preflight.ts';
+import { runAllMigrations } from './host/migrate.ts';
+import { checkDatabase } from './host/preflight.ts';
 import { startService, type Service } from './service.ts';
 import { setupToken } from './dashboard/index.ts';
-import { isEmbeddedUrl } from './core/embedded-url.ts';
-import type { Embedded } from './core/embedded.ts';
-import type { Backups } from './core/backup.ts';
+import { isEmbeddedUrl } from './host/embedded-url.ts';
+import type { Embedded } from './host/embedded.ts';
+import type { Backups } from './host/backup.ts';
 import { clusterPlace, joinCluster, reportReady } from './core/cluster-worker.ts';
 import { requestShare } from './core/cores.ts';
 import type { WorkerSet } from './core/cluster.ts';
@@ -51,7 +51,7 @@ async function loadOrExit(): Promise<RuntimeConfig> {
 }
 
 // As root in a folder the postgres user cannot enter, the embedded database lives elsewhere.
-const embeddedModule = process.env.DATABASE_URL ? null : await import('./core/embedded.ts');
+const embeddedModule = process.env.DATABASE_URL ? null : await import('./host/embedded.ts');
 const movedDataDir = embeddedModule?.rootDataDir(process.env) ?? null;
 if (movedDataDir) process.env.DATA_DIR = movedDataDir;
 // One of WORKERS processes (src/core/cluster.ts): its share of the connection budget.
@@ -163,7 +163,7 @@ async function startOne(databaseUrl: string): Promise<void> {
   // Of several processes, process 1 alone writes the banner (and makes its setup link).
   const writesBanner = place === null || place.index === 1;
   const setup = config.dashboardEnabled && writesBanner ? await setupToken(service.db).catch(() => null) : null;
-  // `npm run dev` hands the service the embedded database it started (src/core/embedded-url.ts).
+  // `npm run dev` hands the service the embedded database it started (src/host/embedded-url.ts).
   const local = embedded !== null || isEmbeddedUrl(config.databaseUrl, config.dataDir) ? databaseUrl : null;
   const lines = banner(service.url, local, setup);
   // Several processes: the primary prints process 1's banner once all of them listen.
@@ -174,7 +174,7 @@ async function startOne(databaseUrl: string): Promise<void> {
 /** The embedded database's base backups (BACKUP_DIR or S3), in the process that started it. */
 async function startBackups(onTaken: (seconds: number) => void): Promise<void> {
   if (!embedded || (config.backupDir === null && config.backupS3Prefix === null)) return;
-  const { openBackupStore, scheduleBackups, walSpool } = await import('./core/backup.ts');
+  const { openBackupStore, scheduleBackups, walSpool } = await import('./host/backup.ts');
   backups = scheduleBackups({
     store: (await openBackupStore(config))!,
     spool: config.backupDir === null ? walSpool(config.dataDir) : null,
@@ -214,7 +214,7 @@ try {
     await portOrStop(config);
     // BACKUP_DIR/wal, or with S3 the spool the service uploads from.
     const walArchiveDir =
-      config.backupDir !== null ? join(config.backupDir, 'wal') : config.backupS3Prefix !== null ? (await import('./core/backup.ts')).walSpool(config.dataDir) : null;
+      config.backupDir !== null ? join(config.backupDir, 'wal') : config.backupS3Prefix !== null ? (await import('./host/backup.ts')).walSpool(config.dataDir) : null;
     embedded = await startEmbedded(config.dataDir, log, { walArchiveDir });
     claimDataDir(config.dataDir, config.port);
     databaseUrl = embedded.url;

@@ -10,7 +10,7 @@ import { ConfigError, loadConfig } from './core/config.ts';
 
 // As npm start does: as root in a folder the postgres user cannot enter, the data lives elsewhere.
 if (!process.env.DATABASE_URL) {
-  const moved = (await import('./core/embedded.ts')).rootDataDir(process.env);
+  const moved = (await import('./host/embedded.ts')).rootDataDir(process.env);
   if (moved) process.env.DATA_DIR = moved;
 }
 try {

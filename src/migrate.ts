@@ -4,11 +4,11 @@
  */
 import { ConfigError, loadConfig } from './core/config.ts';
 import { createLogger } from './core/log.ts';
-import { runAllMigrations } from './core/migrate.ts';
+import { runAllMigrations } from './host/migrate.ts';
 
 // As npm start does: as root in a folder the postgres user cannot enter, the embedded data lives elsewhere.
 if (!process.env.DATABASE_URL) {
-  const moved = (await import('./core/embedded.ts')).rootDataDir(process.env);
+  const moved = (await import('./host/embedded.ts')).rootDataDir(process.env);
   if (moved) process.env.DATA_DIR = moved;
 }
 let config;
@@ -26,7 +26,7 @@ let stop = async () => {};
 try {
   let url = config.databaseUrl;
   if (url === null) {
-    const { startEmbedded } = await import('./core/embedded.ts');
+    const { startEmbedded } = await import('./host/embedded.ts');
     const embedded = await startEmbedded(config.dataDir, log);
     stop = () => embedded.stop();
     url = embedded.url;

@@ -72,12 +72,27 @@ export interface Service {
   cut(): Promise<number>;
 }
 
-export async function startService(config: RuntimeConfig, log: Logger, opts: ServiceOptions): Promise<Service> {
-  const areas = opts.areas ?? AREAS;
-  const place = opts.place ?? null;
-  const directUrl = opts.directUrl ?? config.databaseDirectUrl ?? opts.databaseUrl;
+/** What the areas are handed (Deps) and what the service keeps to stop them. */
+interface Parts {
+  db: Db;
+  deps: Deps;
+  metrics: Metrics;
+  requestLog: RequestLog;
+  lifecycle: { draining: boolean; cut: AbortSignal };
+  cut: AbortController;
+  listeners: Listeners;
+}
+
+/** The running pieces started after the areas registered. */
+interface Running {
+  worker: Worker | null;
+  registry: InstanceRegistry | null;
+  metricsServer: Server | null;
+}
+
+function makeParts(config: RuntimeConfig, log: Logger, databaseUrl: string, directUrl: string): Parts {
   const db = new Db({
-    url: opts.databaseUrl,
+    url: databaseUrl,
     directUrl,
     pooler: config.dbPooler === 'transaction',
     poolSize: config.dbPoolSize,
@@ -96,56 +111,71 @@ export async function startService(config: RuntimeConfig, log: Logger, opts: Ser
   const lifecycle = { draining: false, cut: cut.signal };
   const listeners: Listeners = { metricsPort: null };
   const deps: Deps = { config, db, log, credentials: new Credentials(config, adminAalCheck(db)), metrics, requestLog, lifecycle, listeners };
+  return { db, deps, metrics, requestLog, lifecycle, cut, listeners };
+}
+
+/** Register the areas, listen (metrics first), start the job worker and register this instance. `running` fills as they start. */
+async function startParts(app: FastifyInstance, parts: Parts, running: Running, areas: readonly Area[], opts: ServiceOptions, directUrl: string): Promise<void> {
+  const { config, log } = parts.deps;
+  const { db, deps, metrics, listeners } = parts;
+  const place = opts.place ?? null;
+  for (const area of areas) await area.register(app, deps);
+  // The metrics listener first: its port is known when the API's listening starts the edge runtime, which must not reach it.
+  if (config.metricsPort !== null) {
+    running.metricsServer = await listenMetrics(metrics, config.host, config.metricsPort, place !== null);
+    const bound = running.metricsServer.address();
+    listeners.metricsPort = typeof bound === 'object' && bound !== null ? bound.port : config.metricsPort;
+  }
+  if (place !== null) {
+    const tag = String(place.index);
+    app.server.prependListener('request', (_req, res) => res.setHeader('x-plinth-worker', tag));
+  }
+  // Several processes: each binds the port itself, the kernel spreads the connections (src/core/cluster.ts).
+  await app.listen({ host: config.host, port: config.port, ...(place !== null ? { exclusive: true, reusePort: true } : {}) } as { host: string; port: number });
+  const tasks: TaskList = Object.assign({}, ...areas.map((a) => a.tasks?.(deps) ?? {})) as TaskList;
+  if (opts.worker !== false) {
+    running.worker = await startWorker({
+      databaseUrl: directUrl,
+      tasks,
+      log,
+      metrics,
+      concurrency: opts.workerConcurrency,
+      maxPoolSize: opts.workerPoolSize,
+      listener: db.listener,
+    });
+    for (const a of areas) a.startJobs?.(deps);
+  }
+  const bound = app.server.address();
+  running.registry = new InstanceRegistry({
+    id: db.instanceId,
+    name: instanceName(typeof bound === 'object' && bound ? bound.port : config.port) + (place !== null && place.index > 1 ? `/${place.index}` : ''),
+    listener: db.listener,
+    log,
+    deadMs: config.instanceDeadMs,
+    workerIds: () => running.worker?.ids() ?? [],
+  });
+  await running.registry.start();
+}
+
+export async function startService(config: RuntimeConfig, log: Logger, opts: ServiceOptions): Promise<Service> {
+  const areas = opts.areas ?? AREAS;
+  const directUrl = opts.directUrl ?? config.databaseDirectUrl ?? opts.databaseUrl;
+  const parts = makeParts(config, log, opts.databaseUrl, directUrl);
+  const { db, deps, lifecycle, cut } = parts;
   // OpenTelemetry is loaded only when configured: without it the request path pays nothing.
   const tracing = config.otelEndpoint !== null ? await (await import('./core/tracing.ts')).startTracing(config, log) : null;
-  const app = buildHttp(config, log, { requestLog, metrics, trace: tracing?.requestTracer });
-  let worker: Worker | null = null;
-  let registry: InstanceRegistry | null = null;
-  let metricsServer: Server | null = null;
+  const app = buildHttp(config, log, { requestLog: parts.requestLog, metrics: parts.metrics, trace: tracing?.requestTracer });
+  const running: Running = { worker: null, registry: null, metricsServer: null };
   try {
-    for (const area of areas) await area.register(app, deps);
-    // The metrics listener first: its port is known when the API's listening starts the edge runtime, which must not reach it.
-    if (config.metricsPort !== null) {
-      metricsServer = await listenMetrics(metrics, config.host, config.metricsPort, place !== null);
-      const bound = metricsServer.address();
-      listeners.metricsPort = typeof bound === 'object' && bound !== null ? bound.port : config.metricsPort;
-    }
-    if (place !== null) {
-      const tag = String(place.index);
-      app.server.prependListener('request', (_req, res) => res.setHeader('x-plinth-worker', tag));
-    }
-    // Several processes: each binds the port itself, the kernel spreads the connections (src/core/cluster.ts).
-    await app.listen({ host: config.host, port: config.port, ...(place !== null ? { exclusive: true, reusePort: true } : {}) } as { host: string; port: number });
-    const tasks: TaskList = Object.assign({}, ...areas.map((a) => a.tasks?.(deps) ?? {})) as TaskList;
-    if (opts.worker !== false) {
-      worker = await startWorker({
-        databaseUrl: directUrl,
-        tasks,
-        log,
-        metrics,
-        concurrency: opts.workerConcurrency,
-        maxPoolSize: opts.workerPoolSize,
-        listener: db.listener,
-      });
-      for (const a of areas) a.startJobs?.(deps);
-    }
-    const bound = app.server.address();
-    registry = new InstanceRegistry({
-      id: db.instanceId,
-      name: instanceName(typeof bound === 'object' && bound ? bound.port : config.port) + (place !== null && place.index > 1 ? `/${place.index}` : ''),
-      listener: db.listener,
-      log,
-      deadMs: config.instanceDeadMs,
-      workerIds: () => worker?.ids() ?? [],
-    });
-    await registry.start();
+    await startParts(app, parts, running, areas, opts, directUrl);
   } catch (err) {
     await app.close().catch(() => {});
-    metricsServer?.close();
+    running.metricsServer?.close();
     await tracing?.shutdown().catch(() => {});
     await db.end().catch(() => {});
     throw err;
   }
+  const { worker, registry, metricsServer } = running;
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host === '0.0.0.0' ? '127.0.0.1' : config.host;

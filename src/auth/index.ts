@@ -9,7 +9,7 @@
  */
 import type { TaskList } from 'graphile-worker';
 import type { Area } from '../core/area.ts';
-import { periodic } from '../core/periodic.ts';
+import { periodic } from '../worker/periodic.ts';
 import { purgeAuditLog, purgeExpired } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { dummyHash } from './passwords.ts';

@@ -15,9 +15,9 @@ import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import type { Settings } from 'graphile-migrate';
 import { parseConfig } from '../core/config.ts';
-import { createLogger } from '../core/log.ts';
+import { createLogger, workerLogger } from '../core/log.ts';
 import { runMigrations as workerMigrations } from 'graphile-worker';
-import { MIGRATIONS_FOLDER, migrateSettings, workerLogger } from '../core/migrate.ts';
+import { MIGRATIONS_FOLDER, migrateSettings } from '../host/migrate.ts';
 import type { DevDatabases } from './dev-env.ts';
 
 const MIGRATE_PLINTH = fileURLToPath(new URL('./migrate-plinth.ts', import.meta.url));

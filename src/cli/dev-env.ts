@@ -33,7 +33,7 @@ function withDatabase(url: string, name: string): string {
 export async function devDatabases(): Promise<DevDatabases> {
   if (!process.env.DATABASE_URL) {
     // As npm start does: as root in a folder the postgres user cannot enter, the data lives elsewhere.
-    const moved = (await import('../core/embedded.ts')).rootDataDir(process.env);
+    const moved = (await import('../host/embedded.ts')).rootDataDir(process.env);
     if (moved) process.env.DATA_DIR = moved;
   }
   const config = parseConfig(process.env);
@@ -45,7 +45,7 @@ export async function devDatabases(): Promise<DevDatabases> {
     if (stored && existsSync(join(config.dataDir, 'postgres', 'postmaster.pid')) && (await answers(stored.port))) {
       url = `postgres://postgres:${encodeURIComponent(stored.password)}@127.0.0.1:${stored.port}/plinth`;
     } else {
-      const { startEmbedded } = await import('../core/embedded.ts');
+      const { startEmbedded } = await import('../host/embedded.ts');
       // Its lines go to stderr: stdout is the command's own output (`npm run -s gen:types > types.ts`).
       const embedded = await startEmbedded(config.dataDir, pino({ level: config.logLevel, base: undefined }, pino.destination(2)));
       url = embedded.url;

@@ -11,7 +11,7 @@ import { appFolder, chainSettings } from './chains.ts';
 import { devDatabases } from './dev-env.ts';
 import { loadConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
-import { runAllMigrations } from '../core/migrate.ts';
+import { runAllMigrations } from '../host/migrate.ts';
 import { fileURLToPath } from 'node:url';
 import { startFlags } from './start-flags.ts';
 import { watchLogger } from './watch-log.ts';
@@ -39,7 +39,7 @@ const env = {
   LOG_FORMAT: process.env.LOG_FORMAT ?? 'pretty',
 };
 // The service's banner says the rest: the embedded DATABASE_URL (it knows the database is
-// the embedded one, src/core/embedded-url.ts), the keys in development mode, the dashboard.
+// the embedded one, src/host/embedded-url.ts), the keys in development mode, the dashboard.
 process.stdout.write(`watching ${config.migrationsDir}/current.sql\n`);
 
 const children: ChildProcess[] = [

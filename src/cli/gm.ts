@@ -8,7 +8,7 @@ import postgres from 'postgres';
 import { commit, reset, status, uncommit } from 'graphile-migrate';
 import { parseConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
-import { plinthChain, plinthStatus, runAllMigrations } from '../core/migrate.ts';
+import { plinthChain, plinthStatus, runAllMigrations } from '../host/migrate.ts';
 import { devDatabases } from './dev-env.ts';
 import { chainSettings } from './chains.ts';
 

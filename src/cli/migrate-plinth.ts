@@ -4,7 +4,7 @@
  */
 import { parseConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
-import { runAllMigrations } from '../core/migrate.ts';
+import { runAllMigrations } from '../host/migrate.ts';
 
 const url = process.env.GM_DBURL;
 if (!url) {

@@ -5,147 +5,46 @@
  * expires, once however many calls race for it; a refused refresh (reuse detected, expired,
  * revoked) ends the session with `SIGNED_OUT`.
  */
-import type * as wire from '../shared/wire.ts';
 import { PlinthError, type Http, type Result } from './http.ts';
+import { MfaApi } from './mfa.ts';
 import { PasskeyApi, type Passkey } from './passkeys.ts';
+import {
+  MemoryStorage,
+  defaultStorage,
+  g,
+  isBrowser,
+  now,
+  toSession,
+  type AuthChangeCallback,
+  type AuthChangeEvent,
+  type AuthOptions,
+  type AuthResult,
+  type CodeParams,
+  type OtpCredentials,
+  type Session,
+  type SessionData,
+  type SupportedStorage,
+  type User,
+} from './session.ts';
 
-/** The server's User (src/shared/wire.ts); fields a later server adds pass through. */
-export interface User extends wire.User {
-  [key: string]: unknown;
-}
-
-/** The server's Session as the client keeps it: with the time it expires at, and no user once signed out of. */
-export interface Session extends Omit<wire.Session, 'token_type' | 'user'> {
-  /** Unix time (seconds) the access token expires at. */
-  expires_at: number;
-  token_type: string;
-  user: User | null;
-}
-
-export type AuthChangeEvent = 'SIGNED_IN' | 'SIGNED_OUT' | 'TOKEN_REFRESHED' | 'USER_UPDATED' | 'MFA_CHALLENGE_VERIFIED';
-
-/** A second factor of the user (GET /auth/v1/user lists them as `factors`). */
-export interface Factor {
-  id: string;
-  friendly_name: string | null;
-  factor_type: 'totp';
-  status: 'verified' | 'unverified';
-  created_at: string;
-  updated_at: string;
-}
-
-export type AuthenticatorAssuranceLevel = 'aal1' | 'aal2';
-export type AuthChangeCallback = (event: AuthChangeEvent, session: Session | null) => void;
-
-/** Where the session is kept: `sessionStorage`, `localStorage`, or anything alike. */
-export interface SupportedStorage {
-  getItem(key: string): string | null | Promise<string | null>;
-  setItem(key: string, value: string): void | Promise<void>;
-  removeItem(key: string): void | Promise<void>;
-}
-
-export interface AuthOptions {
-  /** Default: `sessionStorage` in a browser, memory elsewhere. */
-  storage?: SupportedStorage;
-  storageKey?: string;
-  /** false: keep the session in memory only. */
-  persistSession?: boolean;
-  autoRefreshToken?: boolean;
-  /** Read a session (or an OAuth error) from the URL fragment after a redirect, then clear it. */
-  detectSessionInUrl?: boolean;
-  /** Seconds before expiry at which the token is refreshed (docs/api/overview.md: 60). */
-  refreshLeadSeconds?: number;
-}
-
-type AuthResult<T> = Promise<Result<T>>;
-type SessionData = { user: User | null; session: Session | null };
-/** signInWithOtp: an address (magic link and code) or a phone number in E.164 (a code by SMS). */
-export type OtpCredentials = { email: string } | { phone: string; options?: { shouldCreateUser?: boolean; data?: Record<string, unknown> } };
-/** verifyOtp with a 6-digit code. */
-export type CodeParams = { type: 'email'; email: string; token: string } | { type: 'sms'; phone: string; token: string };
-
-interface BrowserGlobals {
-  window?: unknown;
-  document?: unknown;
-  location?: { hash: string; pathname: string; search: string; assign(url: string): void };
-  history?: { replaceState(data: unknown, unused: string, url?: string): void };
-  /** The browser's, synchronous. */
-  sessionStorage?: { getItem(key: string): string | null; setItem(key: string, value: string): void; removeItem(key: string): void };
-  atob?: (s: string) => string;
-  navigator?: { locks?: { request<T>(name: string, cb: () => Promise<T>): Promise<T> } };
-}
-
-const g = globalThis as unknown as BrowserGlobals;
-
-export function isBrowser(): boolean {
-  return typeof g.window !== 'undefined' && typeof g.document !== 'undefined';
-}
-
-export class MemoryStorage implements SupportedStorage {
-  private readonly items = new Map<string, string>();
-  getItem(key: string): string | null {
-    return this.items.get(key) ?? null;
-  }
-  setItem(key: string, value: string): void {
-    this.items.set(key, value);
-  }
-  removeItem(key: string): void {
-    this.items.delete(key);
-  }
-}
-
-function defaultStorage(): SupportedStorage {
-  try {
-    const s = g.sessionStorage;
-    if (s) {
-      const probe = '__plinth_probe__';
-      s.setItem(probe, '1');
-      s.removeItem(probe);
-      return s;
-    }
-  } catch {
-    /* sandboxed or disabled: fall back to memory */
-  }
-  return new MemoryStorage();
-}
-
-/** The claims of a JWT (not verified: the service does that), or null. */
-export function jwtClaims(token: string): Record<string, unknown> | null {
-  try {
-    const part = token.split('.')[1];
-    if (!part) return null;
-    const b64 = part.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (part.length % 4)) % 4);
-    const bin = g.atob ? g.atob(b64) : '';
-    const json = decodeURIComponent(
-      Array.from(bin, (c) => '%' + c.charCodeAt(0).toString(16).padStart(2, '0')).join(''),
-    );
-    const claims = JSON.parse(json) as unknown;
-    return typeof claims === 'object' && claims !== null ? (claims as Record<string, unknown>) : null;
-  } catch {
-    return null;
-  }
-}
-
-/** The `exp` claim of a JWT, or null. */
-export function jwtExpiry(token: string): number | null {
-  const exp = jwtClaims(token)?.exp;
-  return typeof exp === 'number' ? exp : null;
-}
-
-const now = () => Math.floor(Date.now() / 1000);
-
-/** A session from a token response or a URL fragment. */
-export function toSession(t: { access_token: string; refresh_token: string; expires_in?: number | string; token_type?: string; user?: User | null }): Session {
-  const expiresIn = Number(t.expires_in ?? 3600);
-  return {
-    access_token: t.access_token,
-    refresh_token: t.refresh_token,
-    expires_in: expiresIn,
-    expires_at: jwtExpiry(t.access_token) ?? now() + expiresIn,
-    token_type: t.token_type ?? 'bearer',
-    user: t.user ?? null,
-  };
-}
+export { MfaApi, type EnrolledFactor } from './mfa.ts';
+export {
+  MemoryStorage,
+  type CodeParams,
+  type OtpCredentials,
+  isBrowser,
+  jwtClaims,
+  jwtExpiry,
+  toSession,
+  type AuthChangeCallback,
+  type AuthChangeEvent,
+  type AuthenticatorAssuranceLevel,
+  type AuthOptions,
+  type Factor,
+  type Session,
+  type SupportedStorage,
+  type User,
+} from './session.ts';
 
 /** Statuses after which a refresh token can never work again: the session is over. */
 function refreshRefused(e: PlinthError): boolean {
@@ -594,103 +493,5 @@ export class AuthClient {
   startAutoRefresh(): void {
     this.autoRefresh = true;
     this.schedule();
-  }
-}
-
-interface MfaHost {
-  token(): Promise<string | null>;
-  session(): Promise<Session | null>;
-  user(jwt?: string): AuthResult<{ user: User }>;
-  /** Take the session a verification returned as the current one. */
-  adopt(data: Omit<Session, 'expires_at'>): Promise<Session>;
-}
-
-export interface EnrolledFactor {
-  id: string;
-  type: 'totp';
-  friendly_name: string | null;
-  totp: { qr_code: string; secret: string; uri: string };
-}
-
-/**
- * `auth.mfa`, in supabase-js's names: TOTP factors (POST /auth/v1/factors …). A verified
- * code raises the session to aal2: the new session replaces the current one
- * (`MFA_CHALLENGE_VERIFIED`).
- */
-export class MfaApi {
-  private readonly http: Http;
-  private readonly host: MfaHost;
-
-  constructor(http: Http, host: MfaHost) {
-    this.http = http;
-    this.host = host;
-  }
-
-  private async call<T>(method: string, path: string, body?: unknown): AuthResult<T> {
-    const token = await this.host.token();
-    if (!token) return { data: null, error: new PlinthError('not signed in', 401) };
-    const r = await this.http.request<T>(method, path, { headers: { authorization: `Bearer ${token}` }, body });
-    return r.error ? { data: null, error: r.error } : { data: r.data, error: null };
-  }
-
-  /** A new, unverified TOTP factor: show `totp.qr_code` (an SVG data URI) or `totp.secret` to the user. */
-  async enroll(params: { factorType: 'totp'; friendlyName?: string; issuer?: string }): AuthResult<EnrolledFactor> {
-    const body: Record<string, unknown> = { factor_type: params.factorType };
-    if (params.friendlyName !== undefined) body.friendly_name = params.friendlyName;
-    if (params.issuer !== undefined) body.issuer = params.issuer;
-    return this.call<EnrolledFactor>('POST', '/auth/v1/factors', body);
-  }
-
-  async challenge(params: { factorId: string }): AuthResult<{ id: string; type: 'totp'; expires_at: number }> {
-    return this.call('POST', `/auth/v1/factors/${encodeURIComponent(params.factorId)}/challenge`, {});
-  }
-
-  /** Verify a code for a challenge; on success the session becomes the aal2 one returned. */
-  async verify(params: { factorId: string; challengeId: string; code: string }): AuthResult<Session> {
-    const r = await this.call<Omit<Session, 'expires_at'>>('POST', `/auth/v1/factors/${encodeURIComponent(params.factorId)}/verify`, {
-      challenge_id: params.challengeId,
-      code: params.code,
-    });
-    if (r.error) return { data: null, error: r.error };
-    return { data: await this.host.adopt(r.data), error: null };
-  }
-
-  async challengeAndVerify(params: { factorId: string; code: string }): AuthResult<Session> {
-    const c = await this.challenge({ factorId: params.factorId });
-    if (c.error) return { data: null, error: c.error };
-    return this.verify({ factorId: params.factorId, challengeId: c.data.id, code: params.code });
-  }
-
-  /** Remove a factor (a verified one needs an aal2 session). */
-  async unenroll(params: { factorId: string }): AuthResult<{ id: string }> {
-    return this.call('DELETE', `/auth/v1/factors/${encodeURIComponent(params.factorId)}`);
-  }
-
-  /** The user's factors: `all`, and `totp` (the verified TOTP ones). */
-  async listFactors(): AuthResult<{ all: Factor[]; totp: Factor[] }> {
-    const u = await this.host.user();
-    if (u.error) return { data: null, error: u.error };
-    const all = (u.data.user.factors as Factor[] | undefined) ?? [];
-    return { data: { all, totp: all.filter((f) => f.factor_type === 'totp' && f.status === 'verified') }, error: null };
-  }
-
-  /**
-   * `currentLevel`: the session's `aal` claim; `nextLevel`: aal2 when the user has a
-   * verified factor (the session can be raised to it), else the current level.
-   */
-  async getAuthenticatorAssuranceLevel(): AuthResult<{
-    currentLevel: AuthenticatorAssuranceLevel | null;
-    nextLevel: AuthenticatorAssuranceLevel | null;
-    currentAuthenticationMethods: { method: string; timestamp: number }[];
-  }> {
-    const session = await this.host.session();
-    if (!session) return { data: { currentLevel: null, nextLevel: null, currentAuthenticationMethods: [] }, error: null };
-    const claims = jwtClaims(session.access_token) ?? {};
-    const currentLevel = claims.aal === 'aal2' ? 'aal2' : 'aal1';
-    const factors = await this.listFactors();
-    if (factors.error) return { data: null, error: factors.error };
-    const nextLevel = factors.data.totp.length > 0 ? 'aal2' : currentLevel;
-    const amr = Array.isArray(claims.amr) ? (claims.amr as { method: string; timestamp: number }[]) : [];
-    return { data: { currentLevel, nextLevel, currentAuthenticationMethods: amr }, error: null };
   }
 }

@@ -7,7 +7,7 @@
  * with a capped backoff and joins its channels again, each with the current token, and
  * sends `access_token` to every channel when the token changes.
  */
-import type { WebSocketLike } from './live.ts';
+import type { WebSocketLike } from './socket.ts';
 
 export type ChannelStatus = 'SUBSCRIBED' | 'CHANNEL_ERROR' | 'TIMED_OUT' | 'CLOSED';
 

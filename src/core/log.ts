@@ -12,6 +12,7 @@
  *   log is how a developer without SMTP reads their links, so the backstop is off there.
  */
 import { createRequire } from 'node:module';
+import { Logger as WorkerLogger } from 'graphile-worker';
 import { pino } from 'pino';
 
 export type Logger = pino.Logger;
@@ -165,4 +166,19 @@ class LazyChild {
 /** fastify's `childLoggerFactory`: the request logger, made on first use. */
 export function lazyChildLogger(parent: Logger, bindings: pino.Bindings, opts: pino.ChildLoggerOptions): Logger {
   return new LazyChild(parent, bindings, opts) as unknown as Logger;
+}
+
+/**
+ * graphile-worker's log lines into ours: its errors and warnings at error and warn, the rest
+ * at debug. One warning is a choice made here, not news, and goes to debug: the pool
+ * (1 connection) smaller than the concurrency (64 jobs), since a job mostly waits on SMTP,
+ * a webhook's endpoint or the service's own pool rather than on the worker's connections
+ * (src/worker/index.ts).
+ */
+export function workerLogger(log: Logger): WorkerLogger {
+  return new WorkerLogger((scope) => (level, message, meta) => {
+    const chosen = message.startsWith('WARNING: having maxPoolSize');
+    const l = level === 'error' ? 'error' : level === 'warning' && !chosen ? 'warn' : 'debug';
+    log[l]({ scope, ...meta }, message);
+  });
 }

@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../core/area.ts';
-import { listBackups, openBackupStore } from '../core/backup.ts';
+import { listBackups, openBackupStore } from '../host/backup.ts';
 
 /** The last failure of this process's backups (set by the schedule in src/boot.ts). */
 let lastError: { at: string; message: string } | null = null;

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import type { Deps } from '../core/area.ts';
 import { originsFor } from '../core/origins.ts';
-import { isEmbeddedUrl } from '../core/embedded-url.ts';
+import { isEmbeddedUrl } from '../host/embedded-url.ts';
 import { schemaTarget } from './schema.ts';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;

@@ -26,7 +26,7 @@
  */
 import { existsSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { gatedCredential, type Credential } from '../core/credentials.ts';
+import { gatedCredential, type Credential, type Credentials } from '../core/credentials.ts';
 import type { Area, Deps, Listeners } from '../core/area.ts';
 import type { RuntimeConfig } from '../core/config.ts';
 import type { RequestContext } from '../core/db.ts';
@@ -131,15 +131,15 @@ function listeningPorts(app: FastifyInstance, listeners: Listeners): number[] {
   return ports;
 }
 
-function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState, database: readonly Target[]): void {
-  const { db, credentials, config, log, metrics, lifecycle } = deps;
-  const forwarder = createForwarder(config.functionsTimeoutMs, lifecycle.cut);
-  app.addHook('onClose', () => forwarder.close());
+/** The bundled runtime, started at the first need, and the runtime a deno function's calls go to. */
+interface Runtimes {
+  startBundled: () => RuntimePool | null;
+  /** The runtime's address and the secret that proves a call comes from plinth: without a promise once the function's process is up. */
+  runtimeOf: (name: string) => Runtime | Promise<Runtime>;
+}
 
-  // Bodies stay unread streams: a deno call pipes them, a plv8 call reads its own.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
-
+function runtimes(root: FastifyInstance, deps: Deps, state: FunctionsState, database: readonly Target[]): Runtimes {
+  const { config, log } = deps;
   const startBundled = (): RuntimePool | null => {
     if (state.pool !== null) return state.pool;
     if (state.noDeno !== null || !existsSync(config.functionsDir)) return null;
@@ -161,11 +161,6 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     });
     return state.pool;
   };
-
-  /**
-   * The runtime's address and the secret that proves a call comes from plinth: without a
-   * promise once the function's process is up.
-   */
   const runtimeOf = (name: string): Runtime | Promise<Runtime> => {
     if (config.edgeRuntimeUrl !== null) return { base: config.edgeRuntimeUrl, secret: config.edgeRuntimeSecret };
     const pool = startBundled();
@@ -181,43 +176,50 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     if (sup.url === null && sup.firstStart) return sup.ready(FIRST_START_WAIT_MS).then(up);
     return up();
   };
+  return { startBundled, runtimeOf };
+}
 
-  /** An apikey that verifies is honoured only as the anon or service-role key. */
-  const keyOk = (c: Credential | null) => c !== null && (c.role === 'anon' || c.role === 'service_role');
+/** An apikey that verifies is honoured only as the anon or service-role key. */
+const keyOk = (c: Credential | null) => c !== null && (c.role === 'anon' || c.role === 'service_role');
 
-  /**
-   * The credential headers not to forward: an `Authorization` or `apikey` that does not
-   * verify on its own (apikey: the anon or service-role key only). With verify_jwt = true a
-   * call gets here only when its credential verified, so this drops only a second one.
-   * Without a promise when both were verified before (the hot path).
-   */
-  const unverified = (req: FastifyRequest): ReadonlySet<string> | Promise<ReadonlySet<string>> => {
-    const { authorization, apikey } = req.headers;
-    let authOk: boolean | Promise<boolean> = true;
-    if (authorization !== undefined) {
-      const m = BEARER.exec(authorization);
-      const c = m === null ? null : credentials.check(m[1]);
-      authOk = c instanceof Promise ? c.then((v) => v !== null) : c !== null;
-    }
-    let keyOkay: boolean | Promise<boolean> = true;
-    if (apikey !== undefined) {
-      const c = typeof apikey === 'string' ? credentials.check(apikey) : null;
-      keyOkay = c instanceof Promise ? c.then(keyOk) : keyOk(c);
-    }
-    if (authOk instanceof Promise || keyOkay instanceof Promise) return Promise.all([authOk, keyOkay]).then(([a, k]) => dropped(a, k));
-    return dropped(authOk, keyOkay);
-  };
+/**
+ * The credential headers not to forward: an `Authorization` or `apikey` that does not
+ * verify on its own (apikey: the anon or service-role key only). With verify_jwt = true a
+ * call gets here only when its credential verified, so this drops only a second one.
+ * Without a promise when both were verified before (the hot path).
+ */
+function unverified(credentials: Credentials, req: FastifyRequest): ReadonlySet<string> | Promise<ReadonlySet<string>> {
+  const { authorization, apikey } = req.headers;
+  let authOk: boolean | Promise<boolean> = true;
+  if (authorization !== undefined) {
+    const m = BEARER.exec(authorization);
+    const c = m === null ? null : credentials.check(m[1]);
+    authOk = c instanceof Promise ? c.then((v) => v !== null) : c !== null;
+  }
+  let keyOkay: boolean | Promise<boolean> = true;
+  if (apikey !== undefined) {
+    const c = typeof apikey === 'string' ? credentials.check(apikey) : null;
+    keyOkay = c instanceof Promise ? c.then(keyOk) : keyOk(c);
+  }
+  if (authOk instanceof Promise || keyOkay instanceof Promise) return Promise.all([authOk, keyOkay]).then(([a, k]) => dropped(a, k));
+  return dropped(authOk, keyOkay);
+}
 
-  const callerOf = (req: FastifyRequest, entry: FunctionEntry): RequestContext | Promise<RequestContext> => {
-    if (entry.verifyJwt) return credentials.api(req);
-    // verify_jwt = false: no check; a credential that does verify still sets the role.
-    return credentials.fromHeaders(req.headers).then(
-      (c) => c ?? credentials.anonymous,
-      () => credentials.anonymous,
-    );
-  };
+/** The caller of a function: verify_jwt, a credential that verifies (else 401); without it, no check, but a credential that does verify still sets the role. */
+function callerOf(credentials: Credentials, req: FastifyRequest, entry: FunctionEntry): RequestContext | Promise<RequestContext> {
+  if (entry.verifyJwt) return credentials.api(req);
+  return credentials.fromHeaders(req.headers).then(
+    (c) => c ?? credentials.anonymous,
+    () => credentials.anonymous,
+  );
+}
 
-  const invoke = async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
+type Forwarder = ReturnType<typeof createForwarder>;
+
+/** The handler of a call: catalog → plv8 in the database, or deno through the forwarder. */
+function invoker(deps: Deps, cache: FunctionCache, forwarder: Forwarder, runtimeOf: Runtimes['runtimeOf']) {
+  const { db, credentials, config, metrics } = deps;
+  return async (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
     const name = req.params.name;
     const path = functionPath(req.url, name);
     let entry: FunctionEntry | undefined;
@@ -229,7 +231,7 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     }
     if (entry === undefined || entry.status !== 'active' || entry.runtime === null) throw FUNCTION_ERRORS.notFound();
     if (entry.runtime === 'plv8') {
-      const caller = await callerOf(req, entry);
+      const caller = await callerOf(credentials, req, entry);
       if (entry.statement === null) throw FUNCTION_ERRORS.notFound();
       const payload = await payloadOf(req, config.maxBodyBytes);
       const out = await execute(db, caller, { statement: entry.statement, params: [payload], offset: 0 });
@@ -239,9 +241,9 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
     // name is replaced (verify_jwt = false and no valid credential: the anon claims).
     // (Each step below answers without a promise on the hot path: a token seen before, a
     // runtime that is up.)
-    const caller = callerOf(req, entry);
+    const caller = callerOf(credentials, req, entry);
     req.headers[CALLER_HEADER] = (caller instanceof Promise ? await caller : caller).claims;
-    const unforwarded = unverified(req);
+    const unforwarded = unverified(credentials, req);
     const drop = unforwarded instanceof Promise ? await unforwarded : unforwarded;
     const runtime = runtimeOf(name);
     const { base, secret } = runtime instanceof Promise ? await runtime : runtime;
@@ -264,6 +266,19 @@ function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: 
       series.observe((performance.now() - t0) / 1000);
     }
   };
+}
+
+function routes(app: FastifyInstance, root: FastifyInstance, deps: Deps, cache: FunctionCache, state: FunctionsState, database: readonly Target[]): void {
+  const { db, credentials, config, lifecycle } = deps;
+  const forwarder = createForwarder(config.functionsTimeoutMs, lifecycle.cut);
+  app.addHook('onClose', () => forwarder.close());
+
+  // Bodies stay unread streams: a deno call pipes them, a plv8 call reads its own.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
+
+  const { startBundled, runtimeOf } = runtimes(root, deps, state, database);
+  const invoke = invoker(deps, cache, forwarder, runtimeOf);
 
   const serviceRoleGate = credentials.requireRole('service_role');
   const list = async (req: FastifyRequest, reply: FastifyReply) => {

@@ -13,7 +13,7 @@
  * `{status: not ready, reason, checks}`.
  */
 import type { Area } from '../core/area.ts';
-import { plinthStatus } from '../core/migrate.ts';
+import { plinthStatus } from '../host/migrate.ts';
 import { addReadinessCheck, readiness } from '../core/readiness.ts';
 
 export const healthArea: Area = {

@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../core/area.ts';
+import { gatedCredential } from '../core/credentials.ts';
 import { pgErrorToAppError } from '../core/errors.ts';
 import { sendJsonText } from '../core/http.ts';
 import { NO_PREFER, type Prefer } from './prefer.ts';
@@ -76,7 +77,7 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
 
   /** A table or function request: credentials → parse → prepare (plan, build, cached by shape) → execute → send. */
   const answer = async (req: FastifyRequest, reply: FastifyReply, kind: 'table' | 'rpc', name: string, method: Method): Promise<FastifyReply> => {
-    const cred = await credentials.api(req);
+    const cred = gatedCredential(req);
     const r = kind === 'table' ? parseTableRequest(req, name, method, opts) : parseRpcRequest(req, name, method === 'POST' ? 'POST' : 'GET', opts);
     const p = prepare(await cache.get(), r);
     if (r.explain !== null) return sendPlan(reply, r.explain, await explain(db, cred, p, r.explain));
@@ -93,18 +94,20 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     return send(reply, out, p.statement.singular, p.statement.csvHeader !== undefined);
   };
 
-  const table = (method: Method) => (req: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) => answer(req, reply, 'table', req.params.table, method);
-  app.get('/rest/v1/:table', table('GET'));
-  app.post('/rest/v1/:table', table('POST'));
-  app.patch('/rest/v1/:table', table('PATCH'));
-  app.delete('/rest/v1/:table', table('DELETE'));
+  const table = (method: Method) => (req: FastifyRequest, reply: FastifyReply) => answer(req, reply, 'table', (req.params as { table: string }).table, method);
+  // Every route here: the caller's credential set once by the hook, taken with gatedCredential(req).
+  const caller = { preHandler: credentials.caller };
+  app.get('/rest/v1/:table', caller, table('GET'));
+  app.post('/rest/v1/:table', caller, table('POST'));
+  app.patch('/rest/v1/:table', caller, table('PATCH'));
+  app.delete('/rest/v1/:table', caller, table('DELETE'));
 
-  const rpc = (method: 'GET' | 'POST') => (req: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => answer(req, reply, 'rpc', req.params.name, method);
-  app.get('/rest/v1/rpc/:name', rpc('GET'));
-  app.post('/rest/v1/rpc/:name', rpc('POST'));
+  const rpc = (method: 'GET' | 'POST') => (req: FastifyRequest, reply: FastifyReply) => answer(req, reply, 'rpc', (req.params as { name: string }).name, method);
+  app.get('/rest/v1/rpc/:name', caller, rpc('GET'));
+  app.post('/rest/v1/rpc/:name', caller, rpc('POST'));
 
-  app.post('/rest/v1/batch', async (req, reply) => {
-    const cred = await credentials.api(req);
+  app.post('/rest/v1/batch', caller, async (req, reply) => {
+    const cred = gatedCredential(req);
     const batch = validateBatch(req.body, config.maxBatchOperations);
     const cat = await cache.get();
     const out = await runBatch(db, cat, cred, batch);
@@ -113,7 +116,7 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
   });
 
   const openapi = async (req: FastifyRequest, reply: FastifyReply) => {
-    const cred = await credentials.api(req);
+    const cred = gatedCredential(req);
     const cat = await cache.get();
     let rows;
     try {
@@ -125,11 +128,11 @@ export function routes(app: FastifyInstance, deps: Deps, cache: Reloading<Catalo
     const doc = buildOpenApi(cat, reach, { host: req.headers.host, scheme: req.protocol });
     return reply.code(200).type('application/openapi+json; charset=utf-8').send(JSON.stringify(doc));
   };
-  app.get('/rest/v1/', openapi);
-  app.get('/rest/v1', openapi);
+  app.get('/rest/v1/', caller, openapi);
+  app.get('/rest/v1', caller, openapi);
 
-  app.get('/rest/v1/rls-debug', async (req, reply) => {
-    const cred = await credentials.api(req);
+  app.get('/rest/v1/rls-debug', caller, async (req, reply) => {
+    const cred = gatedCredential(req);
     return reply.code(200).send({ role: cred.role, claims: cred.claimsObject });
   });
 }

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
 import { ownUrl } from '../core/http.ts';
-import { schedulePeriodic } from '../core/periodic.ts';
+import { schedulePeriodic } from '../worker/periodic.ts';
 import { registerScheduleRoutes } from './routes.ts';
 import { PURGE_EVERY_SECONDS, purgeTask, runTask, tickTask } from './run.ts';
 

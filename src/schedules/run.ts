@@ -21,7 +21,7 @@ import { randomUUID } from 'node:crypto';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../core/area.ts';
 import type { ReservedSql } from '../core/db.ts';
-import { schedulePeriodic } from '../core/periodic.ts';
+import { schedulePeriodic } from '../worker/periodic.ts';
 import * as q from './db.ts';
 import { RunTokens } from './token.ts';
 

@@ -14,7 +14,7 @@ import type { Area, Deps } from '../core/area.ts';
 import type { Backend } from './backends/backend.ts';
 import { databaseBackend } from './backends/database.ts';
 import { diskBackend } from './backends/disk.ts';
-import { schedulePeriodic } from '../core/periodic.ts';
+import { schedulePeriodic } from '../worker/periodic.ts';
 import { tightenModes } from './modes.ts';
 import * as sdb from './db.ts';
 import { registerResumableRoutes, stagingFor, sweepResumable, type Staging } from './resumable.ts';

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../core/area.ts';
+import { gatedCredential } from '../core/credentials.ts';
 import type { RequestContext, Sql } from '../core/db.ts';
 import { AppError, ERRORS } from '../core/errors.ts';
 import { toAppError } from '../core/http.ts';
@@ -230,19 +231,28 @@ function contextOf(u: sdb.Resumable): RequestContext {
 /** What the resumable routes share: the database, the back end and the staging. */
 interface Tus {
   db: Deps['db'];
-  credentials: Deps['credentials'];
   log: Deps['log'];
   backend: Backend;
   staging: Staging;
 }
 
-function tus(reply: FastifyReply): void {
+/** Every answer says the protocol's version (the refusals of the hooks below included). */
+async function tus(_req: FastifyRequest, reply: FastifyReply): Promise<void> {
   reply.header('tus-resumable', TUS_VERSION);
 }
 
-function checkVersion(req: FastifyRequest): void {
+/** POST and PATCH: a version other than ours is refused, before the caller's credential is asked for. */
+async function checkVersion(req: FastifyRequest): Promise<void> {
   const v = req.headers['tus-resumable'];
   if (v !== undefined && v !== TUS_VERSION) throw RESUMABLE_ERRORS.badVersion();
+}
+
+/** PATCH: bytes only as application/offset+octet-stream from a whole offset, before the caller's credential is asked for. */
+async function checkPatch(req: FastifyRequest): Promise<void> {
+  if (String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase() !== 'application/offset+octet-stream') {
+    throw RESUMABLE_ERRORS.badType();
+  }
+  whole(req.headers['upload-offset'], RESUMABLE_ERRORS.badOffset);
 }
 
 /** The upload id of the URL (404 for anything else). */
@@ -254,7 +264,7 @@ function uploadId(req: FastifyRequest): string {
 
 /** The upload of the URL, if the caller created it. */
 async function mine(t: Tus, req: FastifyRequest): Promise<sdb.Resumable> {
-  const cred = await t.credentials.api(req);
+  const cred = gatedCredential(req);
   const id = uploadId(req);
   const u = await sdb.getResumable(t.db.sql, id);
   const sub = cred.claimsObject.sub ?? null;
@@ -305,9 +315,7 @@ async function finish(t: Tus, u: sdb.Resumable): Promise<void> {
 /** POST: a new upload, after the checks of an upload (begin_upload, rolled back). */
 async function createUpload(t: Tus, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   const { db, staging } = t;
-  tus(reply);
-  checkVersion(req);
-  const cred = await t.credentials.api(req);
+  const cred = gatedCredential(req);
   if (req.headers['upload-defer-length'] !== undefined) throw RESUMABLE_ERRORS.badLength();
   const length = whole(req.headers['upload-length'], RESUMABLE_ERRORS.badLength);
   const meta = parseMetadata(req.headers['upload-metadata'] as string | undefined);
@@ -349,7 +357,6 @@ async function createUpload(t: Tus, req: FastifyRequest, reply: FastifyReply): P
 
 /** HEAD: where an upload of the caller's is. */
 async function uploadStatus(t: Tus, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-  tus(reply);
   const u = await mine(t, req);
   reply.header('upload-offset', u.offset);
   reply.header('upload-length', u.length);
@@ -361,13 +368,8 @@ async function uploadStatus(t: Tus, req: FastifyRequest, reply: FastifyReply): P
 /** PATCH: bytes from the offset on, under a lease (one writer); the object made when the last byte is in. */
 async function appendBytes(t: Tus, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   const { db, staging } = t;
-  tus(reply);
-  checkVersion(req);
-  if (String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase() !== 'application/offset+octet-stream') {
-    throw RESUMABLE_ERRORS.badType();
-  }
   const offset = whole(req.headers['upload-offset'], RESUMABLE_ERRORS.badOffset);
-  const cred = await t.credentials.api(req);
+  const cred = gatedCredential(req);
   const id = uploadId(req);
   const writer = randomUUID();
   const sub = cred.claimsObject.sub;
@@ -410,7 +412,6 @@ async function appendBytes(t: Tus, req: FastifyRequest, reply: FastifyReply): Pr
 
 /** DELETE: the caller's upload and its staged bytes go. */
 async function cancelUpload(t: Tus, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-  tus(reply);
   const u = await mine(t, req);
   await sdb.deleteResumable(t.db.sql, u.id);
   await t.staging.drop(u.id);
@@ -418,14 +419,16 @@ async function cancelUpload(t: Tus, req: FastifyRequest, reply: FastifyReply): P
 }
 
 export function registerResumableRoutes(app: FastifyInstance, deps: Deps, backend: Backend, staging: Staging): void {
-  const t: Tus = { db: deps.db, credentials: deps.credentials, log: deps.log, backend, staging };
+  const t: Tus = { db: deps.db, log: deps.log, backend, staging };
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
-    scope.post(ENDPOINT, (req, reply) => createUpload(t, req, reply));
-    scope.head(`${ENDPOINT}/*`, (req, reply) => uploadStatus(t, req, reply));
-    scope.patch(`${ENDPOINT}/*`, (req, reply) => appendBytes(t, req, reply));
-    scope.delete(`${ENDPOINT}/*`, (req, reply) => cancelUpload(t, req, reply));
+    // The checks each route made first, then the caller's credential, set once (gatedCredential(req) in the handlers).
+    const { caller } = deps.credentials;
+    scope.post(ENDPOINT, { preHandler: [tus, checkVersion, caller] }, (req, reply) => createUpload(t, req, reply));
+    scope.head(`${ENDPOINT}/*`, { preHandler: [tus, caller] }, (req, reply) => uploadStatus(t, req, reply));
+    scope.patch(`${ENDPOINT}/*`, { preHandler: [tus, checkVersion, checkPatch, caller] }, (req, reply) => appendBytes(t, req, reply));
+    scope.delete(`${ENDPOINT}/*`, { preHandler: [tus, caller] }, (req, reply) => cancelUpload(t, req, reply));
   });
 }
 

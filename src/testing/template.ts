@@ -13,9 +13,9 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import { createLogger } from '../core/log.ts';
-import { appMigrations, applyPlinthCurrent, compileIncludes, MIGRATIONS_FOLDER, runAllMigrations } from '../core/migrate.ts';
+import { appMigrations, applyPlinthCurrent, compileIncludes, MIGRATIONS_FOLDER, runAllMigrations } from '../host/migrate.ts';
 
-const MIGRATE_TS = fileURLToPath(new URL('../core/migrate.ts', import.meta.url));
+const MIGRATE_TS = fileURLToPath(new URL('../host/migrate.ts', import.meta.url));
 const ANONYMOUS = 'anonymous';
 
 /** The server to clone on: TEST_DATABASE_URL, DATABASE_URL or the PG* variables, else the local server. */

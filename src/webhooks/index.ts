@@ -12,7 +12,7 @@
  */
 import type { TaskList } from 'graphile-worker';
 import type { Area, Deps } from '../core/area.ts';
-import { periodic } from '../core/periodic.ts';
+import { periodic } from '../worker/periodic.ts';
 import { purgeLog } from './db.ts';
 import { legacyDeliverTask } from './deliver.ts';
 import { OutboxDrain } from './outbox.ts';

@@ -7,9 +7,8 @@ import pg from 'pg';
 import { EventEmitter } from 'node:events';
 import { run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
 import type { Listener } from '../core/listener.ts';
-import type { Logger } from '../core/log.ts';
+import { workerLogger, type Logger } from '../core/log.ts';
 import type { Metrics } from '../core/metrics.ts';
-import { workerLogger } from '../core/migrate.ts';
 
 export interface WorkerOptions {
   databaseUrl: string;

@@ -38,7 +38,7 @@ import type { ServerReady } from './server.ts';
 import { functionsDir } from './functions.ts';
 import { docsTable, writeDocsTable } from './docs-table.ts';
 import { runSoak } from './soak.ts';
-import { startEnv } from '../../src/core/compile-cache.ts';
+import { startEnv } from '../../src/host/compile-cache.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const JWT_SECRET = 'plinth-bench-secret-plinth-bench-secret-0123456789';

@@ -11,11 +11,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import postgres from 'postgres';
-import { folderStore, listBackups, openBackupStore, prune, walUploader, type BackupStore } from '../../src/core/backup.ts';
+import { folderStore, listBackups, openBackupStore, prune, walUploader, type BackupStore } from '../../src/host/backup.ts';
 import { createLogger } from '../../src/core/log.ts';
 import S3rver from 's3rver';
 import { Writable } from 'node:stream';
-import { s3Store } from '../../src/core/backup-s3.ts';
+import { s3Store } from '../../src/host/backup-s3.ts';
 import { startS3 } from '../storage/helpers.ts';
 import { parseConfig } from '../../src/core/config.ts';
 

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../../src/core/config.ts';
-import { isEmbeddedUrl } from '../../src/core/embedded-url.ts';
+import { isEmbeddedUrl } from '../../src/host/embedded-url.ts';
 import { startApp, TEST_JWT_SECRET } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { watch } from 'graphile-migrate';
 import { createLogger } from '../../src/core/log.ts';
-import { migrateSettings } from '../../src/core/migrate.ts';
+import { migrateSettings } from '../../src/host/migrate.ts';
 import { watchLogger } from '../../src/cli/watch-log.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 

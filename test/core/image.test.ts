@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
-import { chainHash } from '../../src/core/migrate.ts';
+import { chainHash } from '../../src/host/migrate.ts';
 import { serverUrl } from '../helpers/database.ts';
 import { basePath, buildImage, bytesUnder, LAYER_CACHE } from '../helpers/image.ts';
 import { freePort } from '../docs/snippets.ts';

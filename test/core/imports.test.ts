@@ -2,7 +2,8 @@
  * A house with no circle (issue 11): the import graph of `src` rises from `src/core` with
  * no cycle. Walks every `import … from './x.ts'` (type imports included: a cycle of types
  * still ties an area to the boot file) and fails naming the first cycle found. Also: no
- * file in src/core imports an area or the service.
+ * file in src/core imports an area or the service, and src/host (what only the start and the
+ * scripts use) sits on src/core alone, never imported by it.
  */
 import t from 'tap';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
@@ -82,4 +83,19 @@ t.test('src/core imports nothing above it', async (t) => {
     const up = deps.filter((d) => !d.startsWith(join(SRC, 'core') + '/'));
     t.same(up.map((d) => relative(ROOT, d)), [], `${relative(ROOT, file)} imports only src/core`);
   }
+});
+
+t.test('src/host imports only src/core and itself, and src/core never imports src/host', async (t) => {
+  const host = join(SRC, 'host') + '/';
+  const core = join(SRC, 'core') + '/';
+  let seen = 0;
+  for (const [file, deps] of graph) {
+    if (!file.startsWith(host)) continue;
+    seen++;
+    const up = deps.filter((d) => !d.startsWith(core) && !d.startsWith(host));
+    t.same(up.map((d) => relative(ROOT, d)), [], `${relative(ROOT, file)} imports only src/core and src/host`);
+  }
+  t.ok(seen > 5, `read ${seen} files under src/host`);
+  const coreToHost = [...graph].filter(([f]) => f.startsWith(core)).flatMap(([f, deps]) => deps.filter((d) => d.startsWith(host)).map((d) => `${relative(ROOT, f)} → ${relative(ROOT, d)}`));
+  t.same(coreToHost, [], 'no file in src/core imports src/host');
 });

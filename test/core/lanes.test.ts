@@ -10,7 +10,7 @@
  */
 import t from 'tap';
 import { pino } from 'pino';
-import { warnIfStatementNamesShow } from '../../src/core/migrate.ts';
+import { warnIfStatementNamesShow } from '../../src/host/migrate.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import type { RequestContext } from '../../src/core/db.ts';
 import { restApp, userToken, USER_A, USER_B } from '../rest/helpers.ts';

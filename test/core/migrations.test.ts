@@ -12,8 +12,8 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { migrate as gmMigrate } from 'graphile-migrate';
 import { runMigrations as workerMigrations } from 'graphile-worker';
-import { chainHash, MIGRATIONS_FOLDER, migrateSettings, plinthChain, runAllMigrations, workerLogger } from '../../src/core/migrate.ts';
-import { createLogger } from '../../src/core/log.ts';
+import { chainHash, MIGRATIONS_FOLDER, migrateSettings, plinthChain, runAllMigrations } from '../../src/host/migrate.ts';
+import { createLogger, workerLogger } from '../../src/core/log.ts';
 import { serverUrl } from '../helpers/database.ts';
 
 const log = createLogger('silent');

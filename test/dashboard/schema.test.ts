@@ -13,7 +13,7 @@ import t from 'tap';
 import { startApp } from '../helpers/app.ts';
 import { createLogger } from '../../src/core/log.ts';
 import { applyCurrent } from './walk.ts';
-import { folderStore, scheduleBackups } from '../../src/core/backup.ts';
+import { folderStore, scheduleBackups } from '../../src/host/backup.ts';
 import { noteBackupFailure } from '../../src/dashboard/backups.ts';
 
 const OWNED = [

@@ -4,7 +4,7 @@
  * watch, run once), in a process of its own so that its connection pool ends with it.
  */
 import { watch } from 'graphile-migrate';
-import { migrateSettings } from '../../src/core/migrate.ts';
+import { migrateSettings } from '../../src/host/migrate.ts';
 import { createLogger } from '../../src/core/log.ts';
 
 const [url, folder, anonymousRole] = process.argv.slice(2);

@@ -12,7 +12,7 @@ import { DeleteObjectCommand, GetObjectCommand } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { Readable } from 'node:stream';
 import type { S3Config } from '../../core/config.ts';
-import { PART_BYTES, s3Client } from '../../core/s3.ts';
+import { PART_BYTES, s3Client } from '../../host/s3.ts';
 import type { Backend, ByteRange, ObjectAddress, PendingPut } from './backend.ts';
 
 export function s3Backend(cfg: S3Config): Backend {

@@ -7,8 +7,8 @@
  * task, and the first scheduling at start.
  */
 import type { Task } from 'graphile-worker';
-import type { Deps } from './area.ts';
-import type { Sql } from './db.ts';
+import type { Deps } from '../core/area.ts';
+import type { Sql } from '../core/db.ts';
 
 export interface PeriodicJob {
   /** The task's name, `<area>__<action>`: what the log lines say. */

@@ -1,9 +1,9 @@
 /**
  * Backups of the embedded PostgreSQL (docs/operations.md#backups), to a folder (BACKUP_DIR)
- * or to S3 (BACKUP_S3_PREFIX in S3_BUCKET, src/core/backup-s3.ts); both are a BackupStore
+ * or to S3 (BACKUP_S3_PREFIX in S3_BUCKET, src/host/backup-s3.ts); both are a BackupStore
  * with the same layout: `wal/<segment>` and `base/<time>/{data/…, plinth/…, backup.json}`.
  * - WAL: the embedded server's archive_command copies every finished segment into a local
- *   folder (src/core/embedded.ts, archiveSettings): BACKUP_DIR/wal itself, or for S3 the
+ *   folder (src/host/embedded.ts, archiveSettings): BACKUP_DIR/wal itself, or for S3 the
  *   spool DATA_DIR/wal-spool, which the service uploads and empties (walUploader);
  * - base backups: every BACKUP_SCHEDULE, `pg_backup_start` / a file-by-file copy of the data
  *   folder / `pg_backup_stop` (the embedded build has no pg_basebackup): `data/` (with its
@@ -20,8 +20,8 @@ import { appendFileSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSyn
 import { copyFile, cp, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import postgres from 'postgres';
-import type { Config } from './config.ts';
-import type { Logger } from './log.ts';
+import type { Config } from '../core/config.ts';
+import type { Logger } from '../core/log.ts';
 import { embeddedBinaries, runToReady } from './embedded.ts';
 import { eachLimit, type BackupStore } from './backup-store.ts';
 

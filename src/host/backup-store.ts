@@ -1,5 +1,5 @@
 /**
- * What a backup target is (a folder or S3, src/core/backup.ts and backup-s3.ts), apart from
+ * What a backup target is (a folder or S3, src/host/backup.ts and backup-s3.ts), apart from
  * both so that neither imports the other.
  */
 

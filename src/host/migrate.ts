@@ -23,10 +23,10 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Logger as GraphileLogger } from '@graphile/logger';
 import type { Settings } from 'graphile-migrate';
-import { Logger as WorkerLogger, runMigrations as workerMigrations } from 'graphile-worker';
+import { runMigrations as workerMigrations } from 'graphile-worker';
 import postgres from 'postgres';
-import { deriveLoginPassword, GUEST_LOGIN_ROLE, LOGIN_ROLES, SQL_LOGIN_ROLE } from './db.ts';
-import type { Logger } from './log.ts';
+import { deriveLoginPassword, GUEST_LOGIN_ROLE, LOGIN_ROLES, SQL_LOGIN_ROLE } from '../core/db.ts';
+import { workerLogger, type Logger } from '../core/log.ts';
 
 /** plinth's own migrations: `committed/`, `fixtures/` and `current.sql`. */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../sql', import.meta.url));
@@ -316,17 +316,3 @@ export async function appMigrations(databaseUrl: string, anonymousRole: string, 
   }
 }
 
-/**
- * graphile-worker's log lines into ours: its errors and warnings at error and warn, the rest
- * at debug. One warning is a choice made here, not news, and goes to debug: the pool
- * (1 connection) smaller than the concurrency (64 jobs), since a job mostly waits on SMTP,
- * a webhook's endpoint or the service's own pool rather than on the worker's connections
- * (src/worker/index.ts).
- */
-export function workerLogger(log: Logger): WorkerLogger {
-  return new WorkerLogger((scope) => (level, message, meta) => {
-    const chosen = message.startsWith('WARNING: having maxPoolSize');
-    const l = level === 'error' ? 'error' : level === 'warning' && !chosen ? 'warn' : 'debug';
-    log[l]({ scope, ...meta }, message);
-  });
-}

@@ -11,7 +11,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { DeleteObjectCommand, GetObjectCommand, ListObjectsCommand, PutObjectCommand, type _Object } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import type { S3Config } from './config.ts';
+import type { S3Config } from '../core/config.ts';
 import { PART_BYTES, s3Client } from './s3.ts';
 import { eachLimit, type BackupStore } from './backup-store.ts';
 

@@ -1,9 +1,9 @@
 /**
- * The S3 client of plinth's configuration (S3_*), here in core because two areas use it: the
- * storage back end (src/storage/backends/s3.ts) and the backups to S3 (backup-s3.ts).
+ * The S3 client of plinth's configuration (S3_*), made once at the start: for the storage back
+ * end (src/storage/backends/s3.ts) and the backups to S3 (backup-s3.ts).
  */
 import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
-import type { S3Config } from './config.ts';
+import type { S3Config } from '../core/config.ts';
 
 /** The multipart part size of uploads (S3's minimum): a body that fits one part goes as one PutObject. */
 export const PART_BYTES = 5 * 1024 * 1024;

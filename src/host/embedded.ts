@@ -38,7 +38,7 @@ import { createServer } from 'node:net';
 import { arch, platform } from 'node:os';
 import { basename, dirname, join, parse, resolve } from 'node:path';
 import postgres from 'postgres';
-import type { Logger } from './log.ts';
+import type { Logger } from '../core/log.ts';
 import { portIsFree } from './ports.ts';
 
 export interface Embedded {
