@@ -7,10 +7,11 @@
 
  */
 import type { TaskList } from 'graphile-worker';
-import type { Area } from '../core/area.ts';
+import type { Area, Deps } from '../core/area.ts';
 import { periodic } from '../core/periodic.ts';
 import { purgeAuditLog, purgeExpired } from './db.ts';
 import { sendEmailTask } from './mail.ts';
+import { loadTemplates, type MailTemplates } from './templates/index.ts';
 import { dummyHash } from './passwords.ts';
 import { registerAuthRoutes } from './routes.ts';
 import { registerSupabaseCompat } from './compat/routes.ts';
@@ -25,11 +26,20 @@ const purge = periodic({
   done: 'auth: expired rows purged',
 });
 
+/** The app's email templates, read once per configuration: a broken one stops the start (docs/emails.md). */
+const templatesOf = new WeakMap<object, MailTemplates>();
+function templates(config: Deps['config']): MailTemplates {
+  let t = templatesOf.get(config);
+  if (t === undefined) templatesOf.set(config, (t = loadTemplates(config.authTemplatesDir.path, config.authTemplatesDir.required)));
+  return t;
+}
+
 export const authArea: Area = {
   name: 'auth',
   async register(app, deps) {
     // Make the dummy hash now, so the first sign-in with an unknown address costs no more than any other.
     void dummyHash();
+    templates(deps.config);
     // SUPABASE_COMPAT: first, so that its onRoute hook sees the interface's routes.
     if (deps.config.supabaseCompat) registerSupabaseCompat(app, deps);
     registerAuthRoutes(app, deps);
@@ -40,6 +50,6 @@ export const authArea: Area = {
     await purge.start(deps);
   },
   tasks(deps): TaskList {
-    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__purge: purge.task(deps) };
+    return { auth__send_email: sendEmailTask(deps.config, deps.log, { sql: deps.db.sql, templates: templates(deps.config) }), auth__purge: purge.task(deps) };
   },
 };

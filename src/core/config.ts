@@ -68,6 +68,12 @@ export interface Config {
   mfaEncryptionKey: string | null;
   /** AUTH_HOOK_CUSTOM_ACCESS_TOKEN: `schema.function`, the SQL function every access token's claims pass through; null: none. */
   authHookCustomAccessToken: string | null;
+  /** AUTH_TEMPLATES_DIR: the app's email templates (docs/emails.md); `required`: set explicitly, so it must exist. */
+  authTemplatesDir: { path: string; required: boolean };
+  /** AUTH_HOOK_SEND_EMAIL: a SQL function (`schema.function`) or a URL that sends the mails instead of SMTP; null: none. */
+  authHookSendEmail: { kind: 'sql'; fn: string } | { kind: 'http'; url: string } | null;
+  /** AUTH_HOOK_SEND_EMAIL_SECRET: the Standard Webhooks secrets (`v1,whsec_…`, `|`-separated) the URL form is signed with. */
+  authHookSendEmailSecrets: readonly string[];
   /** AUTH_AUDIT_RETENTION_DAYS: audit entries older than this are deleted by the hourly purge; 0 keeps them all. */
   authAuditRetentionDays: number;
   maxBatchOperations: number;
@@ -526,6 +532,19 @@ function authHook(env: Env): string | null {
   return v;
 }
 
+/** AUTH_HOOK_SEND_EMAIL: GoTrue's `pg-functions://<db>/<schema>/<function>` (or `schema.function`), or an https:// URL (http:// to loopback) with its secret. */
+function sendEmailHook(env: Env): Pick<RuntimeConfig, 'authHookSendEmail' | 'authHookSendEmailSecrets'> {
+  const v = str(env, 'AUTH_HOOK_SEND_EMAIL');
+  const secrets = (str(env, 'AUTH_HOOK_SEND_EMAIL_SECRET') ?? '').split('|').map((x) => x.trim()).filter((x) => x !== '');
+  if (secrets.some((x) => !/^v1,whsec_[A-Za-z0-9+/=]{24,}$/.test(x))) throw new ConfigError('AUTH_HOOK_SEND_EMAIL_SECRET', 'must be v1,whsec_<base64> (several separated by |)');
+  if (v === undefined) return { authHookSendEmail: null, authHookSendEmailSecrets: secrets };
+  const fn = /^pg-functions:\/\/[^/]+\/([a-z_][a-z0-9_$]{0,62})\/([a-z_][a-z0-9_$]{0,62})$/.exec(v) ?? /^([a-z_][a-z0-9_$]{0,62})\.([a-z_][a-z0-9_$]{0,62})$/.exec(v);
+  if (fn !== null) return { authHookSendEmail: { kind: 'sql', fn: `${fn[1]}.${fn[2]}` }, authHookSendEmailSecrets: secrets };
+  const u = url(env, 'AUTH_HOOK_SEND_EMAIL', { httpOnlyLoopback: true })!;
+  if (secrets.length === 0) throw new ConfigError('AUTH_HOOK_SEND_EMAIL_SECRET', 'is required with an AUTH_HOOK_SEND_EMAIL URL');
+  return { authHookSendEmail: { kind: 'http', url: u }, authHookSendEmailSecrets: secrets };
+}
+
 /** BACKUP_DIR: a folder (made absolute); only for the embedded PostgreSQL (its own is pgBackRest's job). */
 function backupDir(env: Env, databaseUrl: string | null): string | null {
   const v = str(env, 'BACKUP_DIR');
@@ -624,6 +643,8 @@ export function parseConfig(env: Env = process.env): Config {
     mailRateLimitPerHour: int(env, 'MAIL_RATE_LIMIT_PER_HOUR', 5, 0, 10000),
     mfaEncryptionKey: mfaEncryptionKey(env),
     authHookCustomAccessToken: authHook(env),
+    authTemplatesDir: { path: resolve(str(env, 'AUTH_TEMPLATES_DIR') ?? 'templates/auth'), required: str(env, 'AUTH_TEMPLATES_DIR') !== undefined },
+    ...sendEmailHook(env),
     authAuditRetentionDays: int(env, 'AUTH_AUDIT_RETENTION_DAYS', 90, 0, 100000),
     maxBatchOperations: int(env, 'MAX_BATCH_OPERATIONS', 20, 1),
     restTxEnd: restTxEnd(env),
