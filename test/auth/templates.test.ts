@@ -75,8 +75,9 @@ t.test('the text part made from HTML: links with their URL, blocks on lines, ent
   t.equal(text, 'Hello & welcome\n\nFollow the link:\n\nSign in: https://x.example/v?a=1&b=2\n\nhttps://x.example/raw\nbye <3\n');
 });
 
-t.test('localesOf: the account\'s locale first, then Accept-Language by quality', async (t) => {
-  t.same(localesOf('pt_BR', 'fr-CA,fr;q=0.9,*;q=0.5,en;q=0.8,de;q=0'), ['pt-BR', 'fr-CA', 'fr', 'en']);
+t.test('localesOf: the account\'s locale alone, else Accept-Language by quality', async (t) => {
+  t.same(localesOf('pt_BR', 'fr-CA,fr;q=0.9'), ['pt-BR']);
+  t.same(localesOf('', 'fr-CA,fr;q=0.9,*;q=0.5,en;q=0.8,de;q=0'), ['fr-CA', 'fr', 'en']);
   t.same(localesOf(undefined, null), []);
   t.same(localesOf({ not: 'a string' }, 'x y, es'), ['es'], 'junk is left out');
 });

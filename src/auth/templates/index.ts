@@ -137,13 +137,14 @@ export function loadTemplates(dir: string | null, required = false): MailTemplat
 }
 
 /**
- * The locales to try for a mail, best first: the user's `user_metadata.locale`, then the
- * request's Accept-Language by quality (`*` and q=0 left out).
+ * The locales to try for a mail, best first: the user's `user_metadata.locale` alone when
+ * it names one (an account that says `en` gets the default language, not the browser's
+ * French), else the request's Accept-Language by quality (`*` and q=0 left out).
  */
 export function localesOf(userLocale: unknown, acceptLanguage: unknown): string[] {
   const out: string[] = [];
   const tag = /^[A-Za-z]{1,8}([-_][A-Za-z0-9]{1,8})*$/;
-  if (typeof userLocale === 'string' && tag.test(userLocale.trim())) out.push(userLocale.trim().replace(/_/g, '-'));
+  if (typeof userLocale === 'string' && tag.test(userLocale.trim())) return [userLocale.trim().replace(/_/g, '-')];
   if (typeof acceptLanguage === 'string') {
     const ranked = acceptLanguage
       .slice(0, 500)
