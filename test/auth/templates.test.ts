@@ -82,7 +82,7 @@ t.test('localesOf: the account\'s locale alone, else Accept-Language by quality'
   t.same(localesOf({ not: 'a string' }, 'x y, es'), ['es'], 'junk is left out');
 });
 
-function folder(t: Parameters<Parameters<typeof t.test>[1]>[0], files: Record<string, string>): string {
+function folder(t: { teardown(fn: () => unknown): void }, files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'plinth-tpl-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   for (const [name, body] of Object.entries(files)) {
