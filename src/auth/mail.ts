@@ -78,6 +78,8 @@ export interface Email {
   subject: string;
   text: string;
   link: string;
+  /** The 6-digit code beside the link (`{{ .Token }}`), when the mail has one. */
+  token?: string;
 }
 
 /** The link of an interface (non-compat) mail. */
@@ -103,10 +105,10 @@ const ACTION_OF: Record<EmailKind, string> = { verification: 'signup', recovery:
 const BUILT_IN = loadTemplates(null);
 
 /** plinth's own mail of a kind (no template folder), as the task sends it without one. */
-export function composeEmail(config: Pick<RuntimeConfig, 'apiExternalUrl' | 'siteUrl'>, kind: EmailKind, token: string): Email {
+export function composeEmail(config: Pick<RuntimeConfig, 'apiExternalUrl' | 'siteUrl'>, kind: EmailKind, token: string, code: string | null = null): Email {
   const link = linkOf(config, kind, token);
-  const m = BUILT_IN.render(TEMPLATE_OF[kind], [], { ConfirmationURL: link, TokenHash: token, SiteURL: config.siteUrl });
-  return { subject: m.subject, text: m.text, link };
+  const m = BUILT_IN.render(TEMPLATE_OF[kind], [], { ConfirmationURL: link, Token: code ?? '', TokenHash: token, SiteURL: config.siteUrl });
+  return { subject: m.subject, text: m.text, link, ...(code === null ? {} : { token: code }) };
 }
 
 /** The notice of an email or password change, to the former address: plain, no link. */

@@ -135,3 +135,13 @@ t.test('folder errors stop the load with the file (and line)', async (t) => {
   t.throws(() => loadTemplates(join(unreadable, 'missing'), true), { message: /missing: cannot be read \(ENOENT\)/ }, 'a folder named by AUTH_TEMPLATES_DIR must exist');
   t.equal(loadTemplates(join(unreadable, 'missing'), false).render('invite', [], {}).locale, null, 'the default folder may be absent');
 });
+
+t.test('plinth\'s own mails: one link, and the code beside it when there is one', async (t) => {
+  const { composeEmail } = await import('../../src/auth/mail.ts');
+  const config = { apiExternalUrl: 'https://api.example.org', siteUrl: 'https://app.example.org' };
+  const plain = composeEmail(config, 'magic_link', 'tok');
+  t.equal(plain.text, 'Sign in by opening this link:\n\nhttps://api.example.org/auth/v1/magiclink/verify?token=tok\n\nThe link is valid for 1 hour and works once. If you did not ask for it, you can ignore this email.\n');
+  const coded = composeEmail(config, 'magic_link', 'tok', '123456');
+  t.equal(coded.token, '123456');
+  t.match(coded.text, /\n\nOr enter this code: 123456\n\nThe link and the code are valid for 1 hour and work once\./);
+});
