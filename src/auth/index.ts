@@ -1,6 +1,6 @@
 /**
- * The auth area (accounts and sessions; OAuth lives beside it in oauth/):
- * the routes of docs/api/auth.md and two worker tasks:
+ * The auth area (accounts and sessions): the routes of docs/api/auth.md, one file per flow
+ * in flows/ (what they share: flows/room.ts), registered by the list below, and two worker tasks:
  * - `auth__send_email`: the emails of docs/api/auth.md (mail.ts);
  * - `auth__purge`: hourly housekeeping (auth.purge_expired, and auth.purge_audit_log for
  *   AUTH_AUDIT_RETENTION_DAYS), one pending job for all instances, re-enqueued by itself.
@@ -13,11 +13,40 @@ import { purgeAuditLog, purgeExpired } from './db.ts';
 import { sendEmailTask } from './mail.ts';
 import { loadTemplates, type MailTemplates } from './templates/index.ts';
 import { dummyHash } from './passwords.ts';
-import { registerAuthRoutes } from './routes.ts';
 import { registerSupabaseCompat } from './compat/routes.ts';
-import { registerAdminSessionRoutes } from './admin-sessions.ts';
-import { registerAdminUserRoutes } from './admin-users.ts';
-import { registerOAuthRoutes } from './oauth/index.ts';
+import type { AuthFlow } from './flows/room.ts';
+import { registerSignupRoutes } from './flows/signup.ts';
+import { registerTokenRoutes } from './flows/token.ts';
+import { registerAnonymousRoutes } from './flows/anonymous.ts';
+import { registerUserRoutes } from './flows/user.ts';
+import { registerLogoutRoutes } from './flows/logout.ts';
+import { registerRecoveryRoutes } from './flows/recovery.ts';
+import { registerMagicLinkRoutes } from './flows/magiclink.ts';
+import { registerVerifyRoutes } from './flows/verify.ts';
+import { registerMfaRoutes } from './flows/mfa.ts';
+import { registerOAuthRoutes } from './flows/oauth.ts';
+import { registerAdminUserRoutes } from './flows/admin-users.ts';
+import { registerAdminSessionRoutes } from './flows/admin-sessions.ts';
+
+/**
+ * The flows, one line each: a new flow is a file in flows/ exporting an `AuthFlow`
+ * (`(app, deps) => void`; `authRoom(deps)` gives it the shared gates and parsing), one
+ * import above and one line here. The order does not matter to routing.
+ */
+const FLOWS: readonly AuthFlow[] = [
+  registerSignupRoutes, // POST /signup
+  registerTokenRoutes, // POST /token (password and refresh_token grants)
+  registerAnonymousRoutes, // POST /anonymous
+  registerUserRoutes, // GET, PATCH, PUT /user
+  registerLogoutRoutes, // POST /logout
+  registerRecoveryRoutes, // POST /recover, /recover/confirm
+  registerMagicLinkRoutes, // POST /magiclink, GET /magiclink/verify
+  registerVerifyRoutes, // GET /verify
+  registerMfaRoutes, // /factors…, /admin/users/{id}/factors…, /admin/audit
+  registerOAuthRoutes, // GET /authorize, /user/identities/authorize, GET and POST /callback
+  registerAdminUserRoutes, // /admin/users…, /invite, /admin/generate_link
+  registerAdminSessionRoutes, // /admin/users/{id}/sessions…
+];
 
 const purge = periodic({
   name: 'auth__purge',
@@ -42,10 +71,7 @@ export const authArea: Area = {
     templates(deps.config);
     // SUPABASE_COMPAT: first, so that its onRoute hook sees the interface's routes.
     if (deps.config.supabaseCompat) registerSupabaseCompat(app, deps);
-    registerAuthRoutes(app, deps);
-    registerAdminSessionRoutes(app, deps);
-    registerAdminUserRoutes(app, deps);
-    registerOAuthRoutes(app, deps);
+    for (const register of FLOWS) register(app, deps);
     // A pending purge keeps its time (preserve_run_at): restarts do not postpone it.
     await purge.start(deps);
   },

@@ -136,7 +136,11 @@ t.test('a request that cannot get a connection in DB_POOL_TIMEOUT_MS is 503 data
   // The one connection of the budget runs a 2 s statement on the owner pool.
   const slow = app.call('POST', '/api/sql', { token: app.serviceKey, body: { query: 'select pg_sleep(2)' } });
   await until(db, (c) => c.requests === 1, 'the slow statement holds the one request connection');
-  await new Promise((r) => setTimeout(r, 100));
+  const running = Date.now() + 30_000;
+  while ((await db.sql`select 1 from pg_catalog.pg_stat_activity where datname = current_database() and state = 'active' and query like 'select pg_sleep(2)%'`).length === 0) {
+    if (Date.now() > running) throw new Error('the slow statement never ran');
+    await new Promise((r) => setTimeout(r, 20));
+  }
   const busy = await app.call('GET', '/rest/v1/counted', { apikey: app.anonKey });
   t.equal(busy.status, 503);
   t.same(busy.body, { error: 'database busy' });

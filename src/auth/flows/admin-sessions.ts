@@ -1,24 +1,22 @@
 /**
  * Admin routes over a user's sessions (service role): list the refresh-token families, end
- * one (confirming an address is PUT /auth/v1/admin/users/{id}, admin-users.ts). The dashboard's Users view uses them; the SQL
+ * one (confirming an address is PUT /auth/v1/admin/users/{id}, flows/admin-users.ts). The dashboard's Users view uses them; the SQL
  * functions (sql/fixtures/auth/admin_sessions.sql) own the rows.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Deps } from '../core/area.ts';
-import { AppError } from '../core/errors.ts';
-import { sendJsonText } from '../core/http.ts';
-import { AUTH_ERRORS } from './errors.ts';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+import type { Deps } from '../../core/area.ts';
+import { AppError } from '../../core/errors.ts';
+import { sendJsonText } from '../../core/http.ts';
+import { AUTH_ERRORS } from '../errors.ts';
+import { authRoom, UUID } from './room.ts';
 
 export const ADMIN_SESSION_ERRORS = {
   invalidSessionId: () => new AppError(400, 'invalid session id'),
   sessionNotFound: () => new AppError(404, 'session not found'),
 };
 
-export function registerAdminSessionRoutes(app: FastifyInstance, { db, credentials }: Deps): void {
-  const sql = db.sql;
-  const serviceRole = credentials.requireRole('service_role');
+export function registerAdminSessionRoutes(app: FastifyInstance, deps: Deps): void {
+  const { sql, serviceRoleGate: serviceRole } = authRoom(deps);
   const userId = (id: string) => {
     if (!UUID.test(id)) throw AUTH_ERRORS.invalidUserId();
     return id;
