@@ -232,8 +232,8 @@ try {
   // stopped starts from it next time too (what loads later is written at exit).
   flushCompileCache();
 } catch (err) {
-  // A problem the operator must fix (EmbeddedError, StartError) is one line, without a stack.
-  if (!(err instanceof Error && (err.name === 'EmbeddedError' || err.name === 'StartError'))) log.fatal({ err }, 'start failed');
+  // A problem the operator must fix (EmbeddedError, StartError, an email template's TemplateError) is one line, without a stack.
+  if (!(err instanceof Error && (err.name === 'EmbeddedError' || err.name === 'StartError' || err.name === 'TemplateError'))) log.fatal({ err }, 'start failed');
   process.stderr.write(`start failed: ${err instanceof Error ? err.message : String(err)}\n`);
   // Set inside the start functions (TypeScript does not see it here).
   const started = { service: service as Service | null, workerSet: workerSet as WorkerSet | null, backups: backups as Backups | null, embedded };

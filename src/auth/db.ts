@@ -50,6 +50,8 @@ export interface AuditContext {
   request_id: string | null;
   /** The caller's X-Request-Id, when it sent a valid one (kept beside, never as, request_id). */
   client_request_id?: string | null;
+  /** The request's Accept-Language (first 200 characters): the language of a mail it causes (docs/emails.md). */
+  accept_language?: string | null;
 }
 
 export function auditParam(sql: Sql, c: AuditContext | null): postgres.Parameter | null {

@@ -8,10 +8,11 @@
 
  */
 import type { TaskList } from 'graphile-worker';
-import type { Area } from '../core/area.ts';
+import type { Area, Deps } from '../core/area.ts';
 import { periodic } from '../worker/periodic.ts';
 import { purgeAuditLog, purgeExpired } from './db.ts';
 import { sendEmailTask } from './mail.ts';
+import { loadTemplates, type MailTemplates } from './templates/index.ts';
 import { dummyHash } from './passwords.ts';
 import { registerSupabaseCompat } from './compat/routes.ts';
 import type { AuthFlow } from './flows/room.ts';
@@ -60,11 +61,20 @@ const purge = periodic({
   done: 'auth: expired rows purged',
 });
 
+/** The app's email templates, read once per configuration: a broken one stops the start (docs/emails.md). */
+const templatesOf = new WeakMap<object, MailTemplates>();
+function templates(config: Deps['config']): MailTemplates {
+  let t = templatesOf.get(config);
+  if (t === undefined) templatesOf.set(config, (t = loadTemplates(config.authTemplatesDir.path, config.authTemplatesDir.required)));
+  return t;
+}
+
 export const authArea: Area = {
   name: 'auth',
   async register(app, deps) {
     // Make the dummy hash now, so the first sign-in with an unknown address costs no more than any other.
     void dummyHash();
+    templates(deps.config);
     // SUPABASE_COMPAT: first, so that its onRoute hook sees the interface's routes.
     if (deps.config.supabaseCompat) registerSupabaseCompat(app, deps);
     for (const register of FLOWS) register(app, deps);
@@ -72,6 +82,10 @@ export const authArea: Area = {
     await purge.start(deps);
   },
   tasks(deps): TaskList {
-    return { auth__send_email: sendEmailTask(deps.config, deps.log), auth__send_sms: sendSmsTask(deps), auth__purge: purge.task(deps) };
+    return {
+      auth__send_email: sendEmailTask(deps.config, deps.log, { sql: deps.db.sql, templates: templates(deps.config) }),
+      auth__send_sms: sendSmsTask(deps),
+      auth__purge: purge.task(deps),
+    };
   },
 };

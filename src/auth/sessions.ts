@@ -50,7 +50,11 @@ export function auditContext(req: FastifyRequest, config: Pick<RuntimeConfig, 't
   const ua = req.headers['user-agent'];
   // The caller may choose X-Request-Id: it never becomes the id of its own audit entries.
   const ids = ownRequestId(req);
-  return { ip: clientIp(req, config.trustProxy), user_agent: typeof ua === 'string' ? ua : null, request_id: ids.own, client_request_id: ids.client };
+  const al = req.headers['accept-language'];
+  return {
+    ip: clientIp(req, config.trustProxy), user_agent: typeof ua === 'string' ? ua : null, request_id: ids.own, client_request_id: ids.client,
+    accept_language: typeof al === 'string' ? al.slice(0, 200) : null,
+  };
 }
 
 /** The access-token hook gets this long; a slower one refuses the token (fails closed). */

@@ -48,6 +48,12 @@ export interface Config {
   /** AUTH_HOOK_CUSTOM_ACCESS_TOKEN: `schema.function`, the SQL function every access token's claims pass through; null: none. */
   authHookCustomAccessToken: string | null;
   /** AUTH_AUDIT_RETENTION_DAYS: audit entries older than this are deleted by the hourly purge; 0 keeps them all. */
+  /** AUTH_TEMPLATES_DIR: the app's email templates (docs/emails.md); `required`: set explicitly, so it must exist. */
+  authTemplatesDir: { path: string; required: boolean };
+  /** AUTH_HOOK_SEND_EMAIL: a SQL function (`schema.function`) or a URL that sends the mails instead of SMTP; null: none. */
+  authHookSendEmail: { kind: 'sql'; fn: string } | { kind: 'http'; url: string } | null;
+  /** AUTH_HOOK_SEND_EMAIL_SECRET: the Standard Webhooks secrets (`v1,whsec_…`, `|`-separated) the URL form is signed with. */
+  authHookSendEmailSecrets: readonly string[];
   authAuditRetentionDays: number;
   /** AUTH_PASSKEY_RP_ID: the WebAuthn relying party id of passkeys (a host name); null: SITE_URL's host. */
   passkeyRpId: string | null;

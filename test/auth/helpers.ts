@@ -15,8 +15,10 @@ export interface ReceivedMail {
   from: string;
   to: string[];
   subject: string;
-  /** Decoded plain-text body. */
+  /** Decoded plain-text body (the text/plain part of a multipart mail). */
   text: string;
+  /** The decoded text/html part (null: a text-only mail). */
+  html: string | null;
   raw: string;
 }
 
@@ -43,17 +45,40 @@ function decodeQuotedPrintable(s: string): Buffer {
   return Buffer.from(bytes);
 }
 
-export function parseMail(raw: string, envelope: { from: string; to: string[] }): ReceivedMail {
+function decodePart(raw: string): { type: string; head: (name: string) => string; body: string; parts: string[] } {
   const split = raw.indexOf('\r\n\r\n');
-  const head = raw.slice(0, split).replace(/\r\n[ \t]+/g, ' ');
+  const headText = raw.slice(0, split).replace(/\r\n[ \t]+/g, ' ');
   const bodyRaw = raw.slice(split + 4);
-  const header = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'im').exec(head)?.[1]?.trim() ?? '';
-  const cte = header('Content-Transfer-Encoding').toLowerCase();
-  let text: string;
-  if (cte === 'quoted-printable') text = decodeQuotedPrintable(bodyRaw).toString('utf8');
-  else if (cte === 'base64') text = Buffer.from(bodyRaw.replace(/\s+/g, ''), 'base64').toString('utf8');
-  else text = bodyRaw;
-  return { from: envelope.from, to: envelope.to, subject: header('Subject'), text: text.replace(/\r\n/g, '\n'), raw };
+  const head = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'im').exec(headText)?.[1]?.trim() ?? '';
+  const type = head('Content-Type').toLowerCase();
+  const boundary = /boundary="?([^";]+)"?/i.exec(head('Content-Type'))?.[1];
+  if (type.startsWith('multipart/') && boundary !== undefined) {
+    const parts = bodyRaw.split(`--${boundary}`).slice(1).filter((p) => !p.startsWith('--')).map((p) => p.replace(/^\r\n/, '').replace(/\r\n$/, ''));
+    return { type, head, body: '', parts };
+  }
+  const cte = head('Content-Transfer-Encoding').toLowerCase();
+  let body: string;
+  if (cte === 'quoted-printable') body = decodeQuotedPrintable(bodyRaw).toString('utf8');
+  else if (cte === 'base64') body = Buffer.from(bodyRaw.replace(/\s+/g, ''), 'base64').toString('utf8');
+  else body = bodyRaw;
+  return { type, head, body: body.replace(/\r\n/g, '\n'), parts: [] };
+}
+
+/** A received mail: its subject, and its text and HTML parts (multipart/alternative or a single part). */
+export function parseMail(raw: string, envelope: { from: string; to: string[] }): ReceivedMail {
+  const top = decodePart(raw);
+  let text: string | null = null;
+  let html: string | null = null;
+  const walk = (p: ReturnType<typeof decodePart>) => {
+    if (p.parts.length > 0) for (const sub of p.parts) walk(decodePart(sub));
+    else if (p.type.startsWith('text/html')) html ??= p.body;
+    else text ??= p.body;
+  };
+  walk(top);
+  // RFC 2047 encoded words (a subject beyond ASCII), adjacent ones joined.
+  const subject = top.head('Subject').replace(/\?=\s+=\?/g, '?==?').replace(/=\?([^?]+)\?([QqBb])\?([^?]*)\?=/g, (_all, _cs: string, enc: string, data: string) =>
+    enc.toUpperCase() === 'B' ? Buffer.from(data, 'base64').toString('utf8') : decodeQuotedPrintable(data.replace(/_/g, ' ')).toString('utf8'));
+  return { from: envelope.from, to: envelope.to, subject, text: text ?? '', html, raw };
 }
 
 /** A real SMTP receiver on a loopback port (`port`: a given one, e.g. one a test left closed at first). */

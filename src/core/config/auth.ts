@@ -1,5 +1,6 @@
 /** The accounts settings: keys given explicitly, sign-in rules, rate limits, mail, OAuth providers. */
 import { createPrivateKey } from 'node:crypto';
+import { resolve } from 'node:path';
 import { ConfigError, bool, int, list, str, url, type Env } from './read.ts';
 
 export type OAuthProviderName = 'google' | 'github' | 'apple' | 'microsoft' | 'oidc';
@@ -130,6 +131,19 @@ function hostName(env: Env, name: string): string | null {
   return v?.toLowerCase() ?? null;
 }
 
+/** AUTH_HOOK_SEND_EMAIL: GoTrue's `pg-functions://<db>/<schema>/<function>` (or `schema.function`), or an https:// URL (http:// to loopback) with its secret. */
+function sendEmailHook(env: Env): { authHookSendEmail: { kind: 'sql'; fn: string } | { kind: 'http'; url: string } | null; authHookSendEmailSecrets: readonly string[] } {
+  const v = str(env, 'AUTH_HOOK_SEND_EMAIL');
+  const secrets = (str(env, 'AUTH_HOOK_SEND_EMAIL_SECRET') ?? '').split('|').map((x) => x.trim()).filter((x) => x !== '');
+  if (secrets.some((x) => !/^v1,whsec_[A-Za-z0-9+/=]{24,}$/.test(x))) throw new ConfigError('AUTH_HOOK_SEND_EMAIL_SECRET', 'must be v1,whsec_<base64> (several separated by |)');
+  if (v === undefined) return { authHookSendEmail: null, authHookSendEmailSecrets: secrets };
+  const fn = /^pg-functions:\/\/[^/]+\/([a-z_][a-z0-9_$]{0,62})\/([a-z_][a-z0-9_$]{0,62})$/.exec(v) ?? /^([a-z_][a-z0-9_$]{0,62})\.([a-z_][a-z0-9_$]{0,62})$/.exec(v);
+  if (fn !== null) return { authHookSendEmail: { kind: 'sql', fn: `${fn[1]}.${fn[2]}` }, authHookSendEmailSecrets: secrets };
+  const u = url(env, 'AUTH_HOOK_SEND_EMAIL', { httpOnlyLoopback: true })!;
+  if (secrets.length === 0) throw new ConfigError('AUTH_HOOK_SEND_EMAIL_SECRET', 'is required with an AUTH_HOOK_SEND_EMAIL URL');
+  return { authHookSendEmail: { kind: 'http', url: u }, authHookSendEmailSecrets: secrets };
+}
+
 export function authSettings(env: Env) {
   return {
     anonKeyEnv: str(env, 'ANON_KEY') ?? null,
@@ -153,6 +167,8 @@ export function authSettings(env: Env) {
     passkeyOrigins: Object.freeze(
       (str(env, 'AUTH_PASSKEY_ORIGINS') ?? '').split(',').map((v) => v.trim()).filter((v) => v !== '').map((v) => new URL(url({ AUTH_PASSKEY_ORIGINS: v }, 'AUTH_PASSKEY_ORIGINS')!).origin),
     ),
+    authTemplatesDir: { path: resolve(str(env, 'AUTH_TEMPLATES_DIR') ?? 'templates/auth'), required: str(env, 'AUTH_TEMPLATES_DIR') !== undefined },
+    ...sendEmailHook(env),
     authHookSendSms: sendSmsHook(env),
     smsRateLimitPerHour: int(env, 'SMS_RATE_LIMIT_PER_HOUR', 5, 0, 10000),
   };

@@ -83,14 +83,14 @@ select is((select status from auth.rotate_refresh_token(sha256('d-r2'), sha256('
 select is((select revoked_reason from auth_private.sessions where user_id = (select id from dan) and revoked_at is not null), 'account_changed', 'as account_changed');
 select is((select status from auth.rotate_refresh_token(sha256('d-r1'), sha256('d-r4'), 3600)), 'ok', 'the caller''s session stays');
 select is((select payload from notices),
-  '{"kind": "account_changed", "to": "dan@example.com", "email_changed": true, "password_changed": false, "new_email": "dan.new@example.com"}'::jsonb,
+  '{"kind": "account_changed", "to": "dan@example.com", "email_changed": true, "password_changed": false, "new_email": "dan.new@example.com", "accept_language": null}'::jsonb,
   'the former address is told, with no token');
 
 select is((select status from auth.start_session((select id from dan), sha256('d-r5'), 3600)), 'ok', 'another session');
 select is((select status from auth.update_user((select id from dan), null, 'hash-d2', null, null)), 'ok', 'a password change from a token without a session');
 select is((select count(*)::int from auth_private.sessions where user_id = (select id from dan) and revoked_at is null), 0, 'ends every session');
 select is((select payload from notices where payload ->> 'to' = 'dan.new@example.com'),
-  '{"kind": "account_changed", "to": "dan.new@example.com", "email_changed": false, "password_changed": true, "new_email": null}'::jsonb,
+  '{"kind": "account_changed", "to": "dan.new@example.com", "email_changed": false, "password_changed": true, "new_email": null, "accept_language": null}'::jsonb,
   'the address is told of the password change');
 
 create temp table guest as select (user_json ->> 'id')::uuid as id from auth.sign_in_anonymously('anonymous', null, sha256('guest-r1'), 3600);

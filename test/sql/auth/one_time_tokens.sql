@@ -16,7 +16,7 @@ select is((select email_confirmed_at from auth.users where email = 'ver@example.
 select is((select kind from auth_private.one_time_tokens where token_hash = sha256('v1')), 'verification', 'a verification token is stored by hash');
 select is((select extract(epoch from expires_at - created_at)::int from auth_private.one_time_tokens where token_hash = sha256('v1')), 86400, 'valid 24 hours');
 select is((select payload::jsonb from auth_jobs where payload ->> 'to' = 'ver@example.com'),
-  '{"kind": "verification", "to": "ver@example.com", "sealed_token": "sealed-v1"}'::jsonb, 'the email job carries the sealed token');
+  '{"kind": "verification", "to": "ver@example.com", "sealed_token": "sealed-v1", "accept_language": null}'::jsonb, 'the email job carries the sealed token');
 select is((select password_hash from auth.password_credentials('ver@example.com')), 'hash-v', 'awaiting confirmation: the hash is there for sign-in');
 select is((select email_confirmed from auth.password_credentials('ver@example.com')), false, 'password_credentials tells it is unconfirmed (the service answers 403)');
 
