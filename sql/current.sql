@@ -1,5 +1,1 @@
 -- Enter migration here
---!include auth/mail.sql
---!include auth/one_time_tokens.sql
---!include auth/accounts.sql
---!include auth/compat.sql

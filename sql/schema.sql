@@ -783,7 +783,8 @@ begin
       'sealed_code', compat_send_link.sealed_code,
       'compat', case when compat_send_link.redirect_to is not null then
         json_build_object('sealed_code', compat_send_link.sealed_code, 'redirect_to', compat_send_link.redirect_to,
-          'type', case when compat_send_link.kind = 'recovery' then 'recovery' when v_created then 'signup' else 'magiclink' end) end),
+          'type', case when compat_send_link.kind = 'recovery' then 'recovery' when v_created then 'signup' else 'magiclink' end) end,
+      'accept_language', compat_send_link.context ->> 'accept_language'),
     max_attempts => 5);
   if compat_send_link.kind = 'recovery' then
     perform auth_private.audit('recovery_requested', v_user.id, compat_send_link.context, '{}'::jsonb);
@@ -1954,7 +1955,8 @@ begin
     perform auth_private.enqueue_no_mail('recovery');
     return case when v_user.id is null then 'not_found' else 'limited' end;
   end if;
-  perform auth_private.issue_one_time_token(v_user.id, v_user.email, 'recovery', request_recovery.token_hash, request_recovery.sealed_token);
+  perform auth_private.issue_one_time_token(v_user.id, v_user.email, 'recovery', request_recovery.token_hash, request_recovery.sealed_token,
+    request_recovery.context);
   perform auth_private.audit('recovery_requested', v_user.id, request_recovery.context, '{}'::jsonb);
   return 'sent';
 end
@@ -2107,6 +2109,51 @@ $_$;
 COMMENT ON FUNCTION auth.run_access_token_hook(hook text, event jsonb) IS 'Run the custom access-token hook on an event; sub, role, aud, exp, iat, aal, amr, session_id, email, phone and is_anonymous cannot change (refused lists the tries). Status: ok | raised | refused | invalid.';
 
 --
+-- Name: run_send_email_hook(text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.run_send_email_hook(hook text, event jsonb) RETURNS TABLE(status text, message text, http_code integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+declare
+  v_proc regproc;
+  v_result jsonb;
+  v_message text;
+begin
+  begin
+    v_proc := pg_catalog.to_regproc(run_send_email_hook.hook);
+  exception when others then
+    v_proc := null;
+  end;
+  if v_proc is null then
+    return query select 'invalid'::text, 'send-email hook not found'::text, null::integer;
+    return;
+  end if;
+  begin
+    execute pg_catalog.format('select %s($1)::jsonb', v_proc::text) into v_result using run_send_email_hook.event;
+  exception when others then
+    get stacked diagnostics v_message = message_text;
+    return query select 'raised'::text, v_message, null::integer;
+    return;
+  end;
+  if pg_catalog.jsonb_typeof(v_result -> 'error') = 'object' then
+    return query select 'refused'::text, coalesce(v_result #>> '{error,message}', 'refused'),
+      case when (v_result #>> '{error,http_code}') ~ '^[1-5][0-9][0-9]$' then (v_result #>> '{error,http_code}')::integer end;
+    return;
+  end if;
+  return query select 'ok'::text, null::text, null::integer;
+end
+$_$;
+
+--
+-- Name: FUNCTION run_send_email_hook(hook text, event jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.run_send_email_hook(hook text, event jsonb) IS 'Run the send-email hook (a SQL function of the app) on an event. Status: ok | raised | refused | invalid.';
+
+--
 -- Name: run_send_sms_hook(text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -2255,7 +2302,7 @@ begin
   perform auth_private.audit('sign_up', v_user.id, sign_up.context, '{}'::jsonb);
   if v_verify then
     perform auth_private.issue_one_time_token(v_user.id, v_user.email, 'verification',
-      sign_up.verification_token_hash, sign_up.sealed_verification_token);
+      sign_up.verification_token_hash, sign_up.sealed_verification_token, sign_up.context);
     return row('confirmation_sent', null, false, auth_private.user_json(v_user), null, null, null)::auth.session_result;
   end if;
   return auth.start_session(v_user.id, sign_up.refresh_token_hash, sign_up.refresh_ttl_seconds, null, 'password', sign_up.context);
@@ -2439,7 +2486,7 @@ begin
   if v_guest and v_email_changed then
     if update_user.verification_token_hash is not null then
       perform auth_private.issue_one_time_token(v_user.id, v_user.email, 'verification',
-        update_user.verification_token_hash, update_user.sealed_verification_token);
+        update_user.verification_token_hash, update_user.sealed_verification_token, update_user.context);
     else
       update auth.users u set email_confirmed_at = coalesce(u.email_confirmed_at, now()) where u.id = v_user.id
         returning * into v_user;
@@ -2458,7 +2505,8 @@ begin
       perform graphile_worker.add_job('auth__send_email',
         pg_catalog.json_build_object('kind', 'account_changed', 'to', v_old_email,
           'email_changed', v_email_changed, 'password_changed', v_password_changed,
-          'new_email', case when v_email_changed then v_user.email end),
+          'new_email', case when v_email_changed then v_user.email end,
+          'accept_language', update_user.context ->> 'accept_language'),
         max_attempts => 5);
     end if;
   end if;
@@ -3046,10 +3094,10 @@ $$;
 COMMENT ON FUNCTION auth_private.iso_utc(ts timestamp with time zone) IS 'A timestamp as ISO 8601 UTC text (2024-05-01T12:00:00.000000Z). Inlinable: no SET clause, names qualified.';
 
 --
--- Name: issue_one_time_token(uuid, text, text, bytea, text); Type: FUNCTION; Schema: auth_private; Owner: -
+-- Name: issue_one_time_token(uuid, text, text, bytea, text, jsonb); Type: FUNCTION; Schema: auth_private; Owner: -
 --
 
-CREATE FUNCTION auth_private.issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text) RETURNS void
+CREATE FUNCTION auth_private.issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text, context jsonb DEFAULT NULL::jsonb) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -3060,16 +3108,17 @@ begin
       now() + case issue_one_time_token.kind when 'verification' then interval '24 hours' else interval '1 hour' end);
   perform graphile_worker.add_job(
     'auth__send_email',
-    pg_catalog.json_build_object('kind', issue_one_time_token.kind, 'to', issue_one_time_token.email, 'sealed_token', issue_one_time_token.sealed_token),
+    pg_catalog.json_build_object('kind', issue_one_time_token.kind, 'to', issue_one_time_token.email, 'sealed_token', issue_one_time_token.sealed_token,
+      'accept_language', issue_one_time_token.context ->> 'accept_language'),
     max_attempts => 5);
 end
 $$;
 
 --
--- Name: FUNCTION issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text); Type: COMMENT; Schema: auth_private; Owner: -
+-- Name: FUNCTION issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text, context jsonb); Type: COMMENT; Schema: auth_private; Owner: -
 --
 
-COMMENT ON FUNCTION auth_private.issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text) IS 'Store a one-time token (SHA-256) with its contract lifetime and enqueue its email (auth__send_email) in the same transaction.';
+COMMENT ON FUNCTION auth_private.issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text, context jsonb) IS 'Store a one-time token (SHA-256) with its contract lifetime and enqueue its email (auth__send_email) in the same transaction.';
 
 --
 -- Name: mail_allowed(text, integer); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -3104,6 +3153,23 @@ $$;
 --
 
 COMMENT ON FUNCTION auth_private.mail_allowed(email text, max_per_hour integer) IS 'Count one mail to an address against MAIL_RATE_LIMIT_PER_HOUR; false (not counted) when the hour''s mails are used up. max_per_hour <= 0 disables.';
+
+--
+-- Name: mail_recipient(text); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.mail_recipient(email text) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select auth_private.user_json(u) from auth.users u where lower(u.email) = lower(mail_recipient.email) limit 1
+$$;
+
+--
+-- Name: FUNCTION mail_recipient(email text); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.mail_recipient(email text) IS 'The User object of the account an email goes to (null: none), for the send-email task.';
 
 --
 -- Name: mfa_seal(bytea, bytea); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -10814,6 +10880,12 @@ REVOKE ALL ON FUNCTION auth.rotate_refresh_token(token_hash bytea, next_token_ha
 REVOKE ALL ON FUNCTION auth.run_access_token_hook(hook text, event jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION run_send_email_hook(hook text, event jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.run_send_email_hook(hook text, event jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION run_send_sms_hook(hook text, event jsonb); Type: ACL; Schema: auth; Owner: -
 --
 
@@ -10968,16 +11040,22 @@ REVOKE ALL ON FUNCTION auth_private.invitee(email text, user_metadata jsonb, con
 REVOKE ALL ON FUNCTION auth_private.iso_utc(ts timestamp with time zone) FROM PUBLIC;
 
 --
--- Name: FUNCTION issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text); Type: ACL; Schema: auth_private; Owner: -
+-- Name: FUNCTION issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text, context jsonb); Type: ACL; Schema: auth_private; Owner: -
 --
 
-REVOKE ALL ON FUNCTION auth_private.issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION auth_private.issue_one_time_token(user_id uuid, email text, kind text, token_hash bytea, sealed_token text, context jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION mail_allowed(email text, max_per_hour integer); Type: ACL; Schema: auth_private; Owner: -
 --
 
 REVOKE ALL ON FUNCTION auth_private.mail_allowed(email text, max_per_hour integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION mail_recipient(email text); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.mail_recipient(email text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION mfa_seal(secret bytea, key bytea); Type: ACL; Schema: auth_private; Owner: -
