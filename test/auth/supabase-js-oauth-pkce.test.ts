@@ -148,6 +148,17 @@ t.test('supabase-js signInWithOAuth (PKCE) against SUPABASE_COMPAT=true', async 
     const unverified = await browse(app, await signInUrl(sb, APP_CALLBACK));
     t.equal(unverified.location.searchParams.get('error'), 'unverified_email', 'no account for an unverified email');
     t.equal(unverified.location.searchParams.get('code'), null);
+
+    const email = uniqueEmail('oauth-pkce-banned');
+    oidc.next = { account: { email, email_verified: true } };
+    const first = await browse(app, await signInUrl(sb, APP_CALLBACK));
+    t.equal((await sb.auth.exchangeCodeForSession(first.location.searchParams.get('code')!)).error, null, 'an account');
+    await app.db.sql`update auth.users set banned_until = now() + interval '1 day' where email = ${email}`;
+    oidc.next = { account: { email, email_verified: true } };
+    const banned = await browse(app, await signInUrl(pkceClient(app).sb, APP_CALLBACK));
+    t.equal(banned.location.searchParams.get('error'), 'access_denied', 'a banned user gets no code');
+    t.match(banned.location.searchParams.get('error_description'), /banned/);
+    t.equal(banned.location.searchParams.get('code'), null);
   });
 
   t.test('authorize refuses a redirect that is not allowed and a bad challenge', async (t) => {

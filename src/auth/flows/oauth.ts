@@ -330,7 +330,13 @@ const UNVERIFIED = 'the provider did not confirm a verified email address';
 async function finishPkce(room: OAuthRoom, req: FastifyRequest, reply: FastifyReply, provider: Provider, state: string, identity: Identity, back: Back) {
   const code = newOpaqueToken();
   const account = { provider: provider.name, email: identity.email, emailVerified: identity.emailVerified, context: auditContext(req, room.config) };
-  const status = await compatOAuthSignInPkce(room.sql, hashToken(state), account, code.hash);
+  let status;
+  try {
+    status = await compatOAuthSignInPkce(room.sql, hashToken(state), account, code.hash);
+  } catch (err) {
+    if (err instanceof AppError && err.status === 403) return fail(room, reply, 'access_denied', err.publicMessage, back);
+    throw err;
+  }
   switch (status) {
     case 'ok':
       return redirect(clearCookies(room, reply), codeRedirectUrl(back.url, code.token));
