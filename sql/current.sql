@@ -1,1 +1,3 @@
 -- Enter migration here
+--!include auth/oauth.sql
+--!include auth/compat_pkce.sql
