@@ -1,3 +1,1 @@
 -- Enter migration here
---!include auth/oauth.sql
---!include auth/compat_pkce.sql
