@@ -72,7 +72,9 @@ t.test('the interface\'s mails from the app\'s templates', async (t) => {
     t.equal(ml.status, 200);
     const m2 = await smtp.next(email);
     t.equal(m2.subject, 'Votre lien de connexion', 'the account\'s locale, read when the mail goes');
-    t.equal(m2.text, `Bonjour ${HOSTILE}, connectez-vous : ${linksOf(m2.text)[0]}\n`, 'the .txt beside the HTML, unescaped');
+    const code = /\nCode : (\d{6})\n$/.exec(m2.text)?.[1];
+    t.ok(code, 'the magic link\'s 6-digit code in the text part');
+    t.equal(m2.text, `Bonjour ${HOSTILE}, connectez-vous : ${linksOf(m2.text)[0]}\nCode : ${code}\n`, 'the .txt beside the HTML, unescaped');
     t.match(linksOf(m2.text)[0], /^https:\/\/api\.plinth\.test\/auth\/v1\/magiclink\/verify\?token=/);
     t.match(m2.html!, 'Se connecter');
 
