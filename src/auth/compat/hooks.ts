@@ -49,6 +49,16 @@ function anonymousSignup(c: Compat): Hook {
   };
 }
 
+/** c.verify, or `taken`: an email change to an address another account took meanwhile (409; nothing changed). */
+async function verifyOrTaken(c: Compat, req: FastifyRequest, type: unknown, token: Buffer): Promise<GoTrueSession | null | 'taken'> {
+  try {
+    return await c.verify(req, type, token);
+  } catch (err) {
+    if (err instanceof AppError && err.status === 409) return 'taken';
+    throw err;
+  }
+}
+
 /** GET /verify?token=…&type=…&redirect_to=…: the link of a compat mail; the redirect is checked first. */
 function verifyLink(c: Compat): Hook {
   return async (req, reply) => {
@@ -62,17 +72,10 @@ function verifyLink(c: Compat): Hook {
     if (link.flow === 'pkce') {
       location = codeRedirectUrl(target, link.code); // the auth code on the query: exchangeCodeForSession
     } else {
-      let s: GoTrueSession | null = null;
-      try {
-        s = link.flow === 'implicit' ? await c.verify(req, query.type, token!) : null;
-      } catch (err) {
-        // An email change to an address another account took meanwhile (409): nothing changed.
-        if (!(err instanceof AppError) || err.status !== 409) throw err;
-        const taken = errorFragmentUrl(target, 'email_exists', 'A user with this email address has already been registered');
-        return reply.code(303).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').header('location', taken).send();
-      }
+      const s = link.flow === 'implicit' ? await verifyOrTaken(c, req, query.type, token!) : null;
       const type = typeof query.type === 'string' ? query.type : '';
-      location = s === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : compatFragmentUrl(target, s, type);
+      if (s === 'taken') location = errorFragmentUrl(target, 'email_exists', 'A user with this email address has already been registered');
+      else location = s === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : compatFragmentUrl(target, s, type);
     }
     return reply.code(303).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').header('location', location).send();
   };
