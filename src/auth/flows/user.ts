@@ -3,7 +3,9 @@
  * is PUT) change its email, password and user_metadata. A guest that gives an email keeps its id
  * and rows and becomes a user once the address is confirmed (auth.update_user and the
  * guests.sql trigger decide): with REQUIRE_EMAIL_VERIFICATION a confirmation email carries
- * the token made here; without it the address counts as confirmed at once.
+ * the token made here; without it the address counts as confirmed at once. Under
+ * SUPABASE_COMPAT an account's new address waits for its mailed link or code instead
+ * (compat/email-change.ts); metadata and password beside it apply at once.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../core/area.ts';
