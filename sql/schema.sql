@@ -662,6 +662,37 @@ $$;
 COMMENT ON FUNCTION auth.compat_admin_create_user(email text, password_hash text, role text, email_confirm boolean, user_metadata jsonb, app_metadata jsonb, context jsonb) IS 'SUPABASE_COMPAT: auth.admin_create_user with user_metadata and app_metadata; the GoTrue User. Status: ok | email_taken.';
 
 --
+-- Name: compat_create_oauth_state(bytea, text, text, text, integer, text, text, text); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_create_oauth_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, redirect_to text, code_challenge text, code_challenge_method text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+  if compat_create_oauth_state.code_challenge is not null
+     and (lower(compat_create_oauth_state.code_challenge_method) is distinct from 's256'
+          and lower(compat_create_oauth_state.code_challenge_method) is distinct from 'plain'
+          or compat_create_oauth_state.code_challenge !~ '^[A-Za-z0-9._~-]{43,128}$') then
+    raise exception 'invalid code challenge' using errcode = 'PT400';
+  end if;
+  perform auth.create_oauth_state(compat_create_oauth_state.state_hash, compat_create_oauth_state.provider,
+    compat_create_oauth_state.code_verifier, compat_create_oauth_state.nonce, compat_create_oauth_state.ttl_seconds);
+  update auth_private.oauth_states s
+     set redirect_to = compat_create_oauth_state.redirect_to,
+         code_challenge = compat_create_oauth_state.code_challenge,
+         code_challenge_method = lower(compat_create_oauth_state.code_challenge_method)
+   where s.state_hash = compat_create_oauth_state.state_hash;
+end
+$_$;
+
+--
+-- Name: FUNCTION compat_create_oauth_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, redirect_to text, code_challenge text, code_challenge_method text); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_create_oauth_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, redirect_to text, code_challenge text, code_challenge_method text) IS 'SUPABASE_COMPAT: store a pending OAuth request with the application''s redirect_to and PKCE challenge.';
+
+--
 -- Name: compat_end_sessions(uuid, uuid, text, jsonb); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -742,6 +773,63 @@ $$;
 --
 
 COMMENT ON FUNCTION auth.compat_list_users(page integer, per_page integer) IS 'SUPABASE_COMPAT: a page of users (newest first) as GoTrue User objects, and the total.';
+
+--
+-- Name: compat_oauth_flow(bytea); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_oauth_flow(state_hash bytea) RETURNS TABLE(redirect_to text, pkce boolean)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select s.redirect_to, s.code_challenge is not null from auth_private.oauth_states s where s.state_hash = compat_oauth_flow.state_hash
+$$;
+
+--
+-- Name: FUNCTION compat_oauth_flow(state_hash bytea); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_oauth_flow(state_hash bytea) IS 'SUPABASE_COMPAT: an OAuth state''s redirect_to and whether it is a PKCE flow.';
+
+--
+-- Name: compat_oauth_sign_in_pkce(bytea, text, text, boolean, bytea, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_oauth_sign_in_pkce(state_hash bytea, provider text, email text, email_verified boolean, auth_code_hash bytea, context jsonb DEFAULT NULL::jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_state auth_private.oauth_states;
+  v_user_id uuid;
+begin
+  select * into v_state from auth_private.oauth_states s
+   where s.state_hash = compat_oauth_sign_in_pkce.state_hash and s.used_at is not null and s.code_challenge is not null
+     and s.provider = compat_oauth_sign_in_pkce.provider;
+  if not found then
+    return 'invalid';
+  end if;
+  v_user_id := auth_private.oauth_account(compat_oauth_sign_in_pkce.provider, compat_oauth_sign_in_pkce.email,
+    compat_oauth_sign_in_pkce.email_verified, compat_oauth_sign_in_pkce.context);
+  if v_user_id is null then
+    return 'unverified_email';
+  end if;
+  -- A banned user is refused here, as the implicit callback's session would be (PT403, all rolled back).
+  perform auth_private.refuse_if_banned(u.banned_until) from auth.users u where u.id = v_user_id;
+  delete from auth_private.flow_states f where f.created_at < now() - interval '1 hour 5 minutes';
+  insert into auth_private.flow_states (user_id, auth_code_hash, code_challenge, code_challenge_method, authentication_method,
+      provider, auth_code_issued_at)
+    values (v_user_id, compat_oauth_sign_in_pkce.auth_code_hash, v_state.code_challenge, v_state.code_challenge_method, 'oauth',
+      compat_oauth_sign_in_pkce.provider, now());
+  return 'ok';
+end
+$$;
+
+--
+-- Name: FUNCTION compat_oauth_sign_in_pkce(state_hash bytea, provider text, email text, email_verified boolean, auth_code_hash bytea, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_oauth_sign_in_pkce(state_hash bytea, provider text, email text, email_verified boolean, auth_code_hash bytea, context jsonb) IS 'SUPABASE_COMPAT: the OAuth PKCE callback: the account, then an auth code bound to a flow state (5 minutes, single use). Status: ok | unverified_email | invalid.';
 
 --
 -- Name: compat_send_link(text, text, boolean, jsonb, bytea, text, bytea, text, text, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
@@ -1404,54 +1492,13 @@ CREATE FUNCTION auth.oauth_sign_in(provider text, email text, email_verified boo
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-#variable_conflict use_column
 declare
-  v_email text := pg_catalog.lower(oauth_sign_in.email);
   v_user_id uuid;
-  v_newly_proven boolean;
 begin
-  if oauth_sign_in.provider is null or oauth_sign_in.provider not in ('google', 'github', 'apple', 'microsoft', 'oidc') then
-    raise exception 'oauth_sign_in: unknown provider %', oauth_sign_in.provider using errcode = '22023';
-  end if;
-  if v_email is null or oauth_sign_in.email_verified is distinct from true then
+  v_user_id := auth_private.oauth_account(oauth_sign_in.provider, oauth_sign_in.email, oauth_sign_in.email_verified, oauth_sign_in.context);
+  if v_user_id is null then
     return auth_private.session_status('unverified_email');
   end if;
-
-  loop
-    select u.id into v_user_id
-      from auth.users u
-      where pg_catalog.lower(u.email) = v_email
-      for update;
-    if found then
-      if not exists (select 1 from auth.users u where u.id = v_user_id and oauth_sign_in.provider = any (u.providers)) then
-        perform auth_private.audit('oauth_linked', v_user_id, oauth_sign_in.context,
-          jsonb_build_object('provider', oauth_sign_in.provider));
-      end if;
-      v_newly_proven := auth_private.prove_address(v_user_id, v_email, 'oauth', true);
-      update auth.users u set
-          provider = oauth_sign_in.provider,
-          providers = case when oauth_sign_in.provider = any (u.providers) then u.providers
-                           else pg_catalog.array_append(u.providers, oauth_sign_in.provider) end,
-          email_confirmed_at = coalesce(u.email_confirmed_at, now()),
-          updated_at = case
-            when u.provider is distinct from oauth_sign_in.provider or v_newly_proven or u.email_confirmed_at is null
-              or not (oauth_sign_in.provider = any (u.providers)) then now()
-            else u.updated_at end
-        where u.id = v_user_id;
-      exit;
-    end if;
-
-    insert into auth.users (email, provider, providers, user_metadata, email_confirmed_at)
-      values (v_email, oauth_sign_in.provider, array[oauth_sign_in.provider], '{}'::jsonb, now())
-      on conflict ((lower(email))) do nothing
-      returning id into v_user_id;
-    if found then
-      perform auth_private.prove_address(v_user_id, v_email, 'oauth', false);
-      perform auth_private.audit('sign_up', v_user_id, oauth_sign_in.context, jsonb_build_object('provider', oauth_sign_in.provider));
-      exit;
-    end if;
-  end loop;
-
   return auth.start_session(v_user_id, oauth_sign_in.refresh_token_hash, oauth_sign_in.refresh_ttl_seconds, null, 'oauth',
     oauth_sign_in.context);
 end
@@ -3211,6 +3258,72 @@ $$;
 --
 
 COMMENT ON FUNCTION auth_private.mfa_unseal(sealed bytea, key bytea) IS 'Inverse of mfa_seal.';
+
+--
+-- Name: oauth_account(text, text, boolean, jsonb); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.oauth_account(provider text, email text, email_verified boolean, context jsonb) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_email text := pg_catalog.lower(oauth_account.email);
+  v_user_id uuid;
+  v_newly_proven boolean;
+begin
+  if oauth_account.provider is null or oauth_account.provider not in ('google', 'github', 'apple', 'microsoft', 'oidc') then
+    raise exception 'oauth_sign_in: unknown provider %', oauth_account.provider using errcode = '22023';
+  end if;
+  if v_email is null or oauth_account.email_verified is distinct from true then
+    return null;
+  end if;
+
+  loop
+    select u.id into v_user_id
+      from auth.users u
+      where pg_catalog.lower(u.email) = v_email
+      for update;
+    if found then
+      if not exists (select 1 from auth.users u where u.id = v_user_id and oauth_account.provider = any (u.providers)) then
+        perform auth_private.audit('oauth_linked', v_user_id, oauth_account.context,
+          jsonb_build_object('provider', oauth_account.provider));
+      end if;
+      v_newly_proven := auth_private.prove_address(v_user_id, v_email, 'oauth', true);
+      update auth.users u set
+          provider = oauth_account.provider,
+          providers = case when oauth_account.provider = any (u.providers) then u.providers
+                           else pg_catalog.array_append(u.providers, oauth_account.provider) end,
+          email_confirmed_at = coalesce(u.email_confirmed_at, now()),
+          updated_at = case
+            when u.provider is distinct from oauth_account.provider or v_newly_proven or u.email_confirmed_at is null
+              or not (oauth_account.provider = any (u.providers)) then now()
+            else u.updated_at end
+        where u.id = v_user_id;
+      exit;
+    end if;
+
+    insert into auth.users (email, provider, providers, user_metadata, email_confirmed_at)
+      values (v_email, oauth_account.provider, array[oauth_account.provider], '{}'::jsonb, now())
+      on conflict ((lower(email))) do nothing
+      returning id into v_user_id;
+    if found then
+      perform auth_private.prove_address(v_user_id, v_email, 'oauth', false);
+      perform auth_private.audit('sign_up', v_user_id, oauth_account.context, jsonb_build_object('provider', oauth_account.provider));
+      exit;
+    end if;
+  end loop;
+
+  return v_user_id;
+end
+$$;
+
+--
+-- Name: FUNCTION oauth_account(provider text, email text, email_verified boolean, context jsonb); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.oauth_account(provider text, email text, email_verified boolean, context jsonb) IS 'OAuth callback''s account step: create the account of a provider-verified email or link the provider to the existing one; null when the email is not verified.';
 
 --
 -- Name: parse_ban_duration(text); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -8811,7 +8924,8 @@ CREATE TABLE auth_private.flow_states (
     authentication_method text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     auth_code_issued_at timestamp with time zone,
-    CONSTRAINT flow_states_authentication_method_check CHECK ((authentication_method = ANY (ARRAY['magiclink'::text, 'recovery'::text]))),
+    provider text,
+    CONSTRAINT flow_states_authentication_method_check CHECK ((authentication_method = ANY (ARRAY['magiclink'::text, 'recovery'::text, 'oauth'::text]))),
     CONSTRAINT flow_states_challenge_check CHECK ((code_challenge ~ '^[A-Za-z0-9._~-]{43,128}$'::text)),
     CONSTRAINT flow_states_challenge_method_check CHECK ((code_challenge_method = ANY (ARRAY['s256'::text, 'plain'::text])))
 );
@@ -8895,6 +9009,10 @@ CREATE TABLE auth_private.oauth_states (
     expires_at timestamp with time zone NOT NULL,
     used_at timestamp with time zone,
     link_user_id uuid,
+    redirect_to text,
+    code_challenge text,
+    code_challenge_method text,
+    CONSTRAINT oauth_states_challenge_check CHECK ((((code_challenge IS NULL) AND (code_challenge_method IS NULL)) OR ((code_challenge ~ '^[A-Za-z0-9._~-]{43,128}$'::text) AND (code_challenge_method = ANY (ARRAY['s256'::text, 'plain'::text]))))),
     CONSTRAINT oauth_states_hash_check CHECK ((octet_length(state_hash) = 32)),
     CONSTRAINT oauth_states_provider_check CHECK ((provider = ANY (ARRAY['google'::text, 'github'::text, 'apple'::text, 'microsoft'::text, 'oidc'::text]))),
     CONSTRAINT oauth_states_wiped_check CHECK (((used_at IS NULL) OR ((code_verifier IS NULL) AND (nonce IS NULL))))
@@ -8917,6 +9035,18 @@ COMMENT ON COLUMN auth_private.oauth_states.code_verifier IS 'PKCE code verifier
 --
 
 COMMENT ON COLUMN auth_private.oauth_states.link_user_id IS 'The guest an identity-linking request is for; null for a sign-in.';
+
+--
+-- Name: COLUMN oauth_states.redirect_to; Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON COLUMN auth_private.oauth_states.redirect_to IS 'SUPABASE_COMPAT: the checked redirect_to of the authorize request; null: SITE_URL.';
+
+--
+-- Name: COLUMN oauth_states.code_challenge; Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON COLUMN auth_private.oauth_states.code_challenge IS 'SUPABASE_COMPAT: the PKCE challenge of the application (not the provider''s): the callback issues an auth code instead of a session.';
 
 --
 -- Name: one_time_tokens; Type: TABLE; Schema: auth_private; Owner: -
@@ -10608,6 +10738,12 @@ REVOKE ALL ON FUNCTION auth.check_recovery_token(token_hash bytea) FROM PUBLIC;
 REVOKE ALL ON FUNCTION auth.compat_admin_create_user(email text, password_hash text, role text, email_confirm boolean, user_metadata jsonb, app_metadata jsonb, context jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION compat_create_oauth_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, redirect_to text, code_challenge text, code_challenge_method text); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_create_oauth_state(state_hash bytea, provider text, code_verifier text, nonce text, ttl_seconds integer, redirect_to text, code_challenge text, code_challenge_method text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION compat_end_sessions(user_id uuid, session_id uuid, scope text, context jsonb); Type: ACL; Schema: auth; Owner: -
 --
 
@@ -10624,6 +10760,18 @@ REVOKE ALL ON FUNCTION auth.compat_exchange_pkce(auth_code_hash bytea, code_veri
 --
 
 REVOKE ALL ON FUNCTION auth.compat_list_users(page integer, per_page integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION compat_oauth_flow(state_hash bytea); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_oauth_flow(state_hash bytea) FROM PUBLIC;
+
+--
+-- Name: FUNCTION compat_oauth_sign_in_pkce(state_hash bytea, provider text, email text, email_verified boolean, auth_code_hash bytea, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_oauth_sign_in_pkce(state_hash bytea, provider text, email text, email_verified boolean, auth_code_hash bytea, context jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb); Type: ACL; Schema: auth; Owner: -
@@ -11068,6 +11216,12 @@ REVOKE ALL ON FUNCTION auth_private.mfa_seal(secret bytea, key bytea) FROM PUBLI
 --
 
 REVOKE ALL ON FUNCTION auth_private.mfa_unseal(sealed bytea, key bytea) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_account(provider text, email text, email_verified boolean, context jsonb); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.oauth_account(provider text, email text, email_verified boolean, context jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION parse_ban_duration(d text); Type: ACL; Schema: auth_private; Owner: -

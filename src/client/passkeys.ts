@@ -5,7 +5,7 @@
  * credentials cross the wire as WebAuthn's JSON (base64url for bytes), converted here.
  */
 import { PlinthError, type Http, type Result } from './http.ts';
-import type { Session, User } from './auth.ts';
+import type { SessionData } from './session.ts';
 
 export interface Passkey {
   id: string;
@@ -14,7 +14,6 @@ export interface Passkey {
   last_used_at?: string;
 }
 
-type SessionData = { user: User | null; session: Session | null };
 
 export interface PasskeyHost {
   token(): Promise<string | null>;

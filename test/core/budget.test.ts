@@ -24,11 +24,11 @@ async function pidsServing(sql: Sql, bursts: number, size: number): Promise<Set<
 }
 
 /**
- * Two pools on a budget of 3: `other` holds two connections busy for a second while `busy`,
+ * Two pools on a budget of 3: `other` holds two connections busy (`holdSeconds`) while `busy`,
  * with one connection, sends 30 bursts of four statements (it wants more connections than it
  * has, and its own connection is idle between the bursts).
  */
-async function contend(t: Test, timeoutMs: number): Promise<{ pids: Set<number>; budget: ConnectionBudget }> {
+async function contend(t: Test, timeoutMs: number, holdSeconds = 1): Promise<{ pids: Set<number>; budget: ConnectionBudget }> {
   const db = await createTestDatabase(t);
   const budget = new ConnectionBudget(3, timeoutMs);
   const opts = { max: 3, onnotice: () => {} };
@@ -36,7 +36,7 @@ async function contend(t: Test, timeoutMs: number): Promise<{ pids: Set<number>;
   const other = budgetedPool(db.url, budget, 60_000, opts);
   t.teardown(() => Promise.all([busy.end({ timeout: 1 }), other.end({ timeout: 1 })]));
   await busy`select 1`;
-  const held = Promise.all([other`select pg_catalog.pg_sleep(1)`, other`select pg_catalog.pg_sleep(1)`]);
+  const held = Promise.all([other`select pg_catalog.pg_sleep(${holdSeconds})`, other`select pg_catalog.pg_sleep(${holdSeconds})`]);
   await new Promise((r) => setTimeout(r, 100));
   t.equal(budget.inUse, 3, 'the budget is spent: 1 + 2 connections');
   const pids = await pidsServing(busy, 30, 4);
@@ -52,7 +52,9 @@ t.test('a waiting pool takes another pool\'s idle connection, not its own', asyn
 });
 
 t.test('after half its wait, a waiting pool may close its own idle connection: no statement fails', async (t) => {
-  // A budget wait of 300 ms, shorter than the other pool's statements: every statement still succeeds.
-  const { budget } = await contend(t, 300);
+  // A budget wait of 1.5 s, shorter than the other pool's 4 s statements: every statement still
+  // succeeds (the half of the wait left for closing its own idle connection and opening one
+  // again is long enough on a loaded machine; 300 ms was not).
+  const { budget } = await contend(t, 1500, 4);
   t.equal(budget.refusedAt, 0, 'no wait timed out');
 });

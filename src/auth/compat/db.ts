@@ -103,3 +103,39 @@ export async function compatExchangePkce(
   );
   return r;
 }
+
+// ── OAuth with PKCE (compat_pkce.sql) ─────────────────────────────────────────────────
+
+export interface CompatOAuthState {
+  redirectTo: string | null;
+  challenge: PkceChallenge | null;
+}
+
+export async function compatCreateOAuthState(
+  sql: Sql,
+  s: { stateHash: Buffer; provider: string; codeVerifier: string | null; nonce: string | null; ttlSeconds: number },
+  c: CompatOAuthState,
+): Promise<void> {
+  await call(
+    sql`select auth.compat_create_oauth_state(${s.stateHash}, ${s.provider}, ${s.codeVerifier}::text, ${s.nonce}::text, ${s.ttlSeconds},
+      ${c.redirectTo}::text, ${c.challenge?.challenge ?? null}::text, ${c.challenge?.method ?? null}::text)`,
+  );
+}
+
+export async function compatOAuthFlow(sql: Sql, stateHash: Buffer): Promise<{ redirect_to: string | null; pkce: boolean } | null> {
+  const [r] = await call(sql<{ redirect_to: string | null; pkce: boolean }[]>`select * from auth.compat_oauth_flow(${stateHash})`);
+  return r ?? null;
+}
+
+export async function compatOAuthSignInPkce(
+  sql: Sql,
+  stateHash: Buffer,
+  i: { provider: string; email: string | null; emailVerified: boolean; context: AuditContext | null },
+  authCodeHash: Buffer,
+): Promise<'ok' | 'unverified_email' | 'invalid'> {
+  const [r] = await call(
+    sql<{ status: 'ok' | 'unverified_email' | 'invalid' }[]>`select auth.compat_oauth_sign_in_pkce(${stateHash}, ${i.provider},
+      ${i.email}::text, ${i.emailVerified}, ${authCodeHash}, ${auditParam(sql, i.context)}::jsonb) as status`,
+  );
+  return r.status;
+}

@@ -10,8 +10,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, ERRORS } from '../../core/errors.ts';
 import { sessionFromGrant, isOkGrant } from '../sessions.ts';
 import { hashToken, newOpaqueToken } from '../tokens.ts';
-import { compatExchangePkce, compatVerifyPkce, type PkceChallenge } from './db.ts';
-import { compatSession } from './shape.ts';
+import { compatExchangePkce, compatVerifyPkce, type CompatOAuthState, type PkceChallenge } from './db.ts';
+import { compatSession, redirectTarget } from './shape.ts';
+import type { RuntimeConfig } from '../../core/config.ts';
 import { isPlainObject, kindsOf, sendSession, type Body, type Compat } from './context.ts';
 
 /** GoTrue's words (its error codes: compat-errors.ts). */
@@ -39,6 +40,16 @@ export function pkceOf(b: Body): PkceChallenge | null {
   const method = m.toLowerCase();
   if (method !== 's256' && method !== 'plain') throw PKCE_ERRORS.method();
   return { challenge: c, method };
+}
+
+/**
+ * GET /authorize's `redirect_to` (checked as every compat redirect; null: SITE_URL) and the
+ * application's PKCE challenge (null: the implicit flow), as signInWithOAuth sends them.
+ */
+export function oauthAuthorizeParams(config: Pick<RuntimeConfig, 'siteUrl' | 'additionalRedirectUrls'>, query: Body): CompatOAuthState {
+  const given = query.redirect_to;
+  const redirectTo = given === undefined || given === '' ? null : redirectTarget(config, given);
+  return { redirectTo, challenge: pkceOf({ code_challenge: query.code_challenge, code_challenge_method: query.code_challenge_method }) };
 }
 
 /** What a mailed link is: a PKCE flow's (used, its auth code issued), an implicit one's, or invalid. */

@@ -7,7 +7,10 @@
  *     `state` (stored as SHA-256 with the PKCE verifier and nonce, 10 minutes, single use)
  *     that is also set in an HttpOnly cookie on the callback path, PKCE (S256) where the
  *     provider takes it and a nonce where it returns an id_token. `redirect_to` is ignored:
- *     the destination is always SITE_URL.
+ *     the destination is always SITE_URL. Under SUPABASE_COMPAT (docs/api/supabase.md,
+ *     "OAuth"), a checked `redirect_to` is the destination, and a `code_challenge` makes the
+ *     callback redirect to `redirect_to?code=<auth code>` (errors in the query) instead of
+ *     a session in the fragment: POST /token?grant_type=pkce exchanges it.
  *   → 400 `{"error": "unsupported provider"}` for a missing, unknown or unconfigured provider.
  *
  * GET /auth/v1/user/identities/authorize?provider=<name> (a guest's access token)
@@ -52,6 +55,8 @@ import { auditContext, isOkGrant, sessionFromGrant, sessionFragmentUrl } from '.
 import { hashToken, newOpaqueToken } from '../tokens.ts';
 import * as q from '../oauth/db.ts';
 import { createProviders, type Identity, type Provider } from '../oauth/providers.ts';
+import { compatCreateOAuthState, compatOAuthFlow, compatOAuthSignInPkce } from '../compat/db.ts';
+import { codeRedirectUrl, oauthAuthorizeParams } from '../compat/pkce.ts';
 
 export const OAUTH_ERRORS = {
   unsupportedProvider: () => new AppError(400, 'unsupported provider'),
@@ -173,9 +178,28 @@ function redirect(reply: FastifyReply, location: string): FastifyReply {
   return reply.code(302).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').header('location', location).send();
 }
 
-function fail(room: OAuthRoom, reply: FastifyReply, error: OAuthErrorCode, description: string): FastifyReply {
-  const fragment = new URLSearchParams({ error, error_description: description });
-  return redirect(clearCookies(room, reply), `${room.config.siteUrl}#${fragment.toString()}`);
+/**
+ * Where the callback sends the browser: SITE_URL, or (SUPABASE_COMPAT) the request's
+ * checked `redirect_to`; `pkce`: the application's PKCE flow (an auth code in the query).
+ */
+interface Back {
+  url: string;
+  pkce: boolean;
+}
+
+function siteBack(room: OAuthRoom): Back {
+  return { url: room.config.siteUrl, pkce: false };
+}
+
+/** The failure as a code: in the fragment, or in the query for a PKCE flow (GoTrue's). */
+function fail(room: OAuthRoom, reply: FastifyReply, error: OAuthErrorCode, description: string, back: Back = siteBack(room)): FastifyReply {
+  const params = new URLSearchParams({ error, error_description: description });
+  if (back.pkce) {
+    const u = new URL(back.url);
+    for (const [k, v] of params) u.searchParams.set(k, v);
+    return redirect(clearCookies(room, reply), u.toString());
+  }
+  return redirect(clearCookies(room, reply), `${back.url.split('#')[0]}#${params.toString()}`);
 }
 
 type AuthorizeRequest = FastifyRequest<{ Querystring: Record<string, unknown> }>;
@@ -186,6 +210,8 @@ async function authorize(room: OAuthRoom, req: AuthorizeRequest, reply: FastifyR
   const name = req.query.provider;
   const provider = typeof name === 'string' ? providers.get(name) : undefined;
   if (provider === undefined) throw OAUTH_ERRORS.unsupportedProvider();
+  // SUPABASE_COMPAT: the application's redirect_to and PKCE challenge (a sign-in's, not a link's).
+  const compat = room.config.supabaseCompat && linkUser === null ? oauthAuthorizeParams(room.config, req.query) : null;
   const state = client.randomState();
   const codeVerifier = provider.pkce ? client.randomPKCECodeVerifier() : null;
   const nonce = provider.nonce ? client.randomNonce() : null;
@@ -196,10 +222,12 @@ async function authorize(room: OAuthRoom, req: AuthorizeRequest, reply: FastifyR
   } catch (err) {
     // Only `oidc` can fail here (discovery): the browser goes back to the site with the reason.
     log.warn({ provider: provider.name, failure: describe(err) }, 'oauth: provider metadata unavailable');
-    return fail(room, reply, 'server_error', 'the provider is unreachable');
+    const back = compat === null ? siteBack(room) : { url: compat.redirectTo ?? room.config.siteUrl, pkce: compat.challenge !== null };
+    return fail(room, reply, 'server_error', 'the provider is unreachable', back);
   }
   const stored = { stateHash: hashToken(state), provider: provider.name, codeVerifier, nonce, ttlSeconds: STATE_TTL };
-  if (linkUser === null) await q.createOAuthState(sql, stored);
+  if (compat !== null) await compatCreateOAuthState(sql, stored, compat);
+  else if (linkUser === null) await q.createOAuthState(sql, stored);
   else if ((await q.createOAuthLinkState(sql, stored, linkUser)) === 'not_a_guest') throw OAUTH_ERRORS.notAGuest();
   reply.header('set-cookie', cookie(room, state, STATE_TTL, provider.formPost));
   if (linkUser !== null) return reply.code(200).header('cache-control', 'no-store').send({ url: url.href });
@@ -233,12 +261,14 @@ async function consumeState(room: OAuthRoom, req: FastifyRequest, reply: Fastify
   }
   // The state pins the provider (not the callback's parameters).
   const provider: Provider | undefined = consumed.provider === null ? undefined : room.providers.get(consumed.provider);
-  if (provider === undefined) return fail(room, reply, 'server_error', 'the provider is no longer configured');
-  return { provider, state, consumed };
+  const flow = room.config.supabaseCompat ? await compatOAuthFlow(room.sql, hashToken(state)) : null;
+  const back: Back = flow === null ? siteBack(room) : { url: flow.redirect_to ?? room.config.siteUrl, pkce: flow.pkce };
+  if (provider === undefined) return fail(room, reply, 'server_error', 'the provider is no longer configured', back);
+  return { provider, state, consumed, back };
 }
 
 /** The provider's error in the callback, passed on as a code (null: no error). */
-function providerFailure(room: OAuthRoom, reply: FastifyReply, provider: Provider, providerError: string | null): FastifyReply | null {
+function providerFailure(room: OAuthRoom, reply: FastifyReply, provider: Provider, providerError: string | null, back: Back): FastifyReply | null {
   if (providerError === null) return null;
   // Apple reports a cancelled sign-in as `user_cancelled_authorize`.
   const code: OAuthErrorCode =
@@ -246,12 +276,13 @@ function providerFailure(room: OAuthRoom, reply: FastifyReply, provider: Provide
       ? 'access_denied'
       : ((PROVIDER_ERRORS as readonly string[]).includes(providerError) ? (providerError as ProviderErrorCode) : 'server_error');
   room.log.info({ provider: provider.name, error: providerError }, 'oauth: the provider returned an error');
-  return fail(room, reply, code, code === 'access_denied' ? 'the sign-in was denied at the provider' : `the provider answered ${code}`);
+  return fail(room, reply, code, code === 'access_denied' ? 'the sign-in was denied at the provider' : `the provider answered ${code}`, back);
 }
 
 /** The account step's answer: the session in the fragment, or the failure as a code. */
-async function finish(room: OAuthRoom, req: FastifyRequest, reply: FastifyReply, provider: Provider, state: string, identity: Identity) {
+async function finish(room: OAuthRoom, req: FastifyRequest, reply: FastifyReply, provider: Provider, state: string, identity: Identity, back: Back) {
   const { deps, config, sql, log } = room;
+  if (back.pkce) return finishPkce(room, req, reply, provider, state, identity, back);
   const refresh = newOpaqueToken();
   const account = {
     provider: provider.name,
@@ -262,7 +293,7 @@ async function finish(room: OAuthRoom, req: FastifyRequest, reply: FastifyReply,
     context: auditContext(req, config),
   };
   const r = await signInOrLink(sql, state, account);
-  if (r instanceof AppError) return fail(room, reply, 'access_denied', r.publicMessage);
+  if (r instanceof AppError) return fail(room, reply, 'access_denied', r.publicMessage, back);
   const status = r.status;
   switch (status) {
     case 'ok': {
@@ -273,17 +304,47 @@ async function finish(room: OAuthRoom, req: FastifyRequest, reply: FastifyReply,
       } catch (err) {
         // The access-token hook refused the token: back to the application as a code, like every OAuth failure.
         if (!(err instanceof AppError)) throw err;
-        return fail(room, reply, err.status < 500 ? 'access_denied' : 'server_error', err.publicMessage);
+        return fail(room, reply, err.status < 500 ? 'access_denied' : 'server_error', err.publicMessage, back);
       }
-      return redirect(clearCookies(room, reply), sessionFragmentUrl(config.siteUrl, session));
+      return redirect(clearCookies(room, reply), sessionFragmentUrl(back.url.split('#')[0], session));
     }
     case 'unverified_email':
       log.info({ provider: provider.name, subject: identity.subject, hasEmail: identity.email !== null }, 'oauth: email not verified by the provider');
-      return fail(room, reply, 'unverified_email', 'the provider did not confirm a verified email address');
+      return fail(room, reply, 'unverified_email', UNVERIFIED, back);
     case 'email_taken':
-      return fail(room, reply, 'identity_already_exists', 'the address is another account\'s: sign in with the provider instead');
+      return fail(room, reply, 'identity_already_exists', 'the address is another account\'s: sign in with the provider instead', back);
     case 'not_a_guest':
-      return fail(room, reply, 'not_a_guest', 'only a guest links an identity');
+      return fail(room, reply, 'not_a_guest', 'only a guest links an identity', back);
+    default:
+      return unreachable(status);
+  }
+}
+
+const UNVERIFIED = 'the provider did not confirm a verified email address';
+
+/**
+ * SUPABASE_COMPAT, the application's PKCE flow (GoTrue's external.go): the account step,
+ * then an auth code bound to a flow state instead of a session, on `redirect_to?code=…`;
+ * POST /token?grant_type=pkce exchanges it (src/auth/compat/pkce.ts).
+ */
+async function finishPkce(room: OAuthRoom, req: FastifyRequest, reply: FastifyReply, provider: Provider, state: string, identity: Identity, back: Back) {
+  const code = newOpaqueToken();
+  const account = { provider: provider.name, email: identity.email, emailVerified: identity.emailVerified, context: auditContext(req, room.config) };
+  let status;
+  try {
+    status = await compatOAuthSignInPkce(room.sql, hashToken(state), account, code.hash);
+  } catch (err) {
+    if (err instanceof AppError && err.status === 403) return fail(room, reply, 'access_denied', err.publicMessage, back);
+    throw err;
+  }
+  switch (status) {
+    case 'ok':
+      return redirect(clearCookies(room, reply), codeRedirectUrl(back.url, code.token));
+    case 'unverified_email':
+      room.log.info({ provider: provider.name, subject: identity.subject, hasEmail: identity.email !== null }, 'oauth: email not verified by the provider');
+      return fail(room, reply, 'unverified_email', UNVERIFIED, back);
+    case 'invalid':
+      return fail(room, reply, 'invalid_state', 'unknown state', back);
     default:
       return unreachable(status);
   }
@@ -294,19 +355,19 @@ async function callback(room: OAuthRoom, req: FastifyRequest, reply: FastifyRepl
   const params = callbackParams(input);
   const checked = await consumeState(room, req, reply, params.get('state'));
   if (!('provider' in checked)) return checked;
-  const { provider, state, consumed } = checked;
-  const failed = providerFailure(room, reply, provider, params.get('error'));
+  const { provider, state, consumed, back } = checked;
+  const failed = providerFailure(room, reply, provider, params.get('error'), back);
   if (failed !== null) return failed;
-  if (!params.get('code')) return fail(room, reply, 'invalid_request', 'missing authorization code');
+  if (!params.get('code')) return fail(room, reply, 'invalid_request', 'missing authorization code', back);
 
   let identity: Identity;
   try {
     identity = await provider.identity(params, { redirectUri: room.redirectUri, state, codeVerifier: consumed.code_verifier, nonce: consumed.nonce });
   } catch (err) {
     room.log.warn({ provider: provider.name, failure: describe(err) }, 'oauth: code exchange failed');
-    return fail(room, reply, 'server_error', 'the sign-in with the provider could not be completed');
+    return fail(room, reply, 'server_error', 'the sign-in with the provider could not be completed', back);
   }
-  return finish(room, req, reply, provider, state, identity);
+  return finish(room, req, reply, provider, state, identity, back);
 }
 
 /** Apple's form post: `application/x-www-form-urlencoded`, repeated names kept as arrays (callbackParams drops them). */
