@@ -1,1 +1,3 @@
 -- Enter migration here
+--!include auth/email_change.sql
+--!include auth/compat.sql

@@ -8,6 +8,7 @@
  *   magic_link    API_EXTERNAL_URL/auth/v1/magiclink/verify?token=…  (1 hour, once)
  *   recovery      SITE_URL/reset-password?token=…                     (1 hour, once)
  *   invite        API_EXTERNAL_URL/auth/v1/magiclink/verify?token=…  (24 hours, once)
+ *   email_change  (SUPABASE_COMPAT only) GET /auth/v1/verify?type=email_change, to the new address (1 hour, once)
  * Two more shapes of job:
  *   account_changed  the notice to the former address after an email or password change
  *                    (PATCH /auth/v1/user): plain text, no token, no link;
@@ -39,7 +40,7 @@ import { loadTemplates, localesOf, type MailTemplates, type TemplateKind } from 
 import { HookRefused, sendThroughHook, type EmailData } from './mail-hook.ts';
 
 /** The emails that carry a one-time token. */
-export type EmailKind = 'verification' | 'recovery' | 'magic_link' | 'invite';
+export type EmailKind = 'verification' | 'recovery' | 'magic_link' | 'invite' | 'email_change';
 
 interface MailContext {
   /** The Accept-Language of the request that caused the mail (its context's), if any. */
@@ -93,6 +94,8 @@ export function linkOf(config: Pick<RuntimeConfig, 'apiExternalUrl' | 'siteUrl'>
       return `${config.apiExternalUrl}/auth/v1/magiclink/verify?token=${t}`;
     case 'recovery':
       return `${config.siteUrl}/reset-password?token=${t}`;
+    case 'email_change': // SUPABASE_COMPAT only, whose jobs carry `compat` (compatLink)
+      return `${config.apiExternalUrl}/auth/v1/verify?token=${t}&type=email_change`;
     default: {
       const never: never = kind;
       throw new Error(`unknown email kind ${String(never)}`);
@@ -100,8 +103,15 @@ export function linkOf(config: Pick<RuntimeConfig, 'apiExternalUrl' | 'siteUrl'>
   }
 }
 
-const TEMPLATE_OF: Record<EmailKind, TemplateKind> = { verification: 'confirmation', recovery: 'recovery', magic_link: 'magic_link', invite: 'invite' };
-const ACTION_OF: Record<EmailKind, string> = { verification: 'signup', recovery: 'recovery', magic_link: 'magiclink', invite: 'invite' };
+const TEMPLATE_OF: Record<EmailKind, TemplateKind> = {
+  verification: 'confirmation',
+  recovery: 'recovery',
+  magic_link: 'magic_link',
+  invite: 'invite',
+  email_change: 'email_change',
+};
+const ACTION_OF: Record<EmailKind, string> = { verification: 'signup', recovery: 'recovery', magic_link: 'magiclink', invite: 'invite', email_change: 'email_change' };
+const COMPAT_TEMPLATE_OF: Record<string, TemplateKind> = { signup: 'confirmation', recovery: 'recovery', email_change: 'email_change' };
 const BUILT_IN = loadTemplates(null);
 
 /** plinth's own mail of a kind (no template folder), as the task sends it without one. */
@@ -121,7 +131,7 @@ function noticeData(p: Pick<AccountChangedPayload, 'email_changed' | 'password_c
   return { Email: p.new_email ?? to, OldEmail: p.email_changed ? to : '', NewEmail: p.new_email ?? '', EmailChanged: p.email_changed, PasswordChanged: p.password_changed };
 }
 
-const TOKEN_KINDS: ReadonlySet<unknown> = new Set(['verification', 'recovery', 'magic_link', 'invite']);
+const TOKEN_KINDS: ReadonlySet<unknown> = new Set(['verification', 'recovery', 'magic_link', 'invite', 'email_change']);
 
 function isPayload(p: unknown): p is SendEmailPayload {
   if (typeof p !== 'object' || p === null) return false;
@@ -168,7 +178,7 @@ function prepare(config: RuntimeConfig, p: EmailPayload | AccountChangedPayload,
   const compat = isCompatFields(p.compat) ? p.compat : null;
   const sealedCode = compat?.sealed_code ?? p.sealed_code ?? null;
   const code = sealedCode === null ? '' : unseal(config.secret, sealedCode);
-  const template = compat === null ? TEMPLATE_OF[p.kind] : compat.type === 'signup' ? 'confirmation' : compat.type === 'recovery' ? 'recovery' : 'magic_link';
+  const template = compat === null ? TEMPLATE_OF[p.kind] : (COMPAT_TEMPLATE_OF[compat.type] ?? 'magic_link');
   const redirectTo = compat?.redirect_to ?? config.siteUrl;
   const data = {
     ...common,
@@ -177,9 +187,13 @@ function prepare(config: RuntimeConfig, p: EmailPayload | AccountChangedPayload,
     TokenHash: token,
     Email: typeof user?.email === 'string' ? user.email : p.to,
     RedirectTo: redirectTo,
+    // An email change goes to the new address; `.Email` is the current one (GoTrue's).
+    ...(compat?.email === undefined ? {} : { NewEmail: p.to }),
   };
   const action = compat?.type ?? ACTION_OF[p.kind];
-  return { template, data, emailData: { ...emailData, token: code, token_hash: token, redirect_to: redirectTo, email_action_type: action } };
+  // An email change's secrets are the new address's (GoTrue's token_new / token_hash_new) and, single confirmation, the only ones.
+  const fresh = action === 'email_change' ? { token_new: code, token_hash_new: token } : {};
+  return { template, data, emailData: { ...emailData, token: code, token_hash: token, ...fresh, redirect_to: redirectTo, email_action_type: action } };
 }
 
 export interface SendEmailOptions {
@@ -200,7 +214,7 @@ export function sendEmailTask(config: RuntimeConfig, log: Logger, opts: SendEmai
     }
     // No recipient: a request for an unknown or limited address, which sends nothing.
     if (payload.to === null) return;
-    const lookup = payload.kind === 'account_changed' ? (payload.new_email ?? payload.to) : payload.to;
+    const lookup = payload.kind === 'account_changed' ? (payload.new_email ?? payload.to) : isCompatFields(payload.compat) && payload.compat.email !== undefined ? payload.compat.email : payload.to;
     const user = sql === null ? null : ((await sql<{ u: Record<string, unknown> | null }[]>`select auth_private.mail_recipient(${lookup}) as u`)[0].u);
     let prepared: Prepared;
     try {

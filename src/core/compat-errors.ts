@@ -102,8 +102,9 @@ function gotrueCode(err: AppError): string {
 export function gotrueBody(err: AppError, path: string): { status: number; body: Record<string, unknown> } {
   const known = GOTRUE[`${err.status} ${err.publicMessage}`];
   if (known !== undefined) {
-    // PUT /user with a taken address: GoTrue's email_exists, not the sign-up's code.
-    const code = known.code === 'user_already_exists' && path.startsWith('/auth/v1/user') ? 'email_exists' : known.code;
+    // PUT /user (or an email change's /verify) with a taken address: GoTrue's email_exists, not the sign-up's code.
+    const taken = path.startsWith('/auth/v1/user') || path.startsWith('/auth/v1/verify');
+    const code = known.code === 'user_already_exists' && taken ? 'email_exists' : known.code;
     return { status: known.status, body: { code: known.status, error_code: code, msg: known.msg } };
   }
   const code = gotrueCode(err);

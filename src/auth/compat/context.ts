@@ -11,6 +11,7 @@ import { auditContext, isOkGrant, sessionFromGrant } from '../sessions.ts';
 import { newOpaqueToken, seal } from '../tokens.ts';
 import { compatSendLink, compatSendLinkPkce, compatVerify, type PkceChallenge, type SendLinkStatus } from './db.ts';
 import { COMPAT_ERRORS, compatSession, type GoTrueSession } from './shape.ts';
+import { verifyEmailChange } from './email-change.ts';
 
 export type Hook = (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 export type Body = Record<string, unknown>;
@@ -50,7 +51,7 @@ export function kindsOf(type: unknown): ('magic_link' | 'verification' | 'recove
       return ['magic_link', 'verification'];
     case 'recovery':
       return ['recovery'];
-    case 'email_change': // plinth changes an address at once: no such token is ever sent
+    case 'email_change': // a pending address change (email-change.ts), not a one-time token
       return [];
     default:
       throw COMPAT_ERRORS.unsupportedType();
@@ -71,7 +72,7 @@ export interface Compat {
     redirect: string,
     pkce?: PkceChallenge | null,
   ): Promise<SendLinkStatus>;
-  /** Use a token of one of `type`'s kinds and open a session; null when none is valid. */
+  /** Use a token of one of `type`'s kinds (email_change: a pending change's link) and open a session; null when none is valid. */
   verify(req: FastifyRequest, type: unknown, tokenHash: Buffer): Promise<GoTrueSession | null>;
 }
 
@@ -102,6 +103,7 @@ export function compatContext(deps: Deps): Compat {
       return pkce ? compatSendLinkPkce(sql, input, pkce) : compatSendLink(sql, input);
     },
     async verify(req, type, tokenHash) {
+      if (type === 'email_change') return verifyEmailChange(deps, req, tokenHash, null);
       const refresh = newOpaqueToken();
       for (const kind of kindsOf(type)) {
         const g = await compatVerify(sql, kind, tokenHash, refresh.hash, config.refreshTokenTtl, audit(req));

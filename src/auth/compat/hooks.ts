@@ -3,7 +3,7 @@
  * those routes only): what each adds to its route, or answers instead of it.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ERRORS } from '../../core/errors.ts';
+import { AppError, ERRORS } from '../../core/errors.ts';
 import { clientIp } from '../../core/http.ts';
 import * as q from '../db.ts';
 import { AUTH_ERRORS } from '../errors.ts';
@@ -11,7 +11,7 @@ import { isOkGrant, sessionFromGrant, type Session } from '../sessions.ts';
 import { hashToken, newOpaqueToken } from '../tokens.ts';
 import { checkEmail } from '../validate.ts';
 import { compatEndSessions } from './db.ts';
-import { COMPAT_ERRORS, compatFragmentUrl, compatSession, compatUser, errorFragmentUrl, redirectTarget } from './shape.ts';
+import { COMPAT_ERRORS, compatFragmentUrl, compatSession, compatUser, errorFragmentUrl, redirectTarget, type GoTrueSession } from './shape.ts';
 import { isPlainObject, queryOf, sendSession, UUID, type Compat, type Hook } from './context.ts';
 import { adminHooks } from './admin.ts';
 import { codeRedirectUrl, linkFlow, pkceGrant, pkceOf, type LinkFlow } from './pkce.ts';
@@ -49,6 +49,16 @@ function anonymousSignup(c: Compat): Hook {
   };
 }
 
+/** c.verify, or `taken`: an email change to an address another account took meanwhile (409; nothing changed). */
+async function verifyOrTaken(c: Compat, req: FastifyRequest, type: unknown, token: Buffer): Promise<GoTrueSession | null | 'taken'> {
+  try {
+    return await c.verify(req, type, token);
+  } catch (err) {
+    if (err instanceof AppError && err.status === 409) return 'taken';
+    throw err;
+  }
+}
+
 /** GET /verify?token=…&type=…&redirect_to=…: the link of a compat mail; the redirect is checked first. */
 function verifyLink(c: Compat): Hook {
   return async (req, reply) => {
@@ -56,14 +66,16 @@ function verifyLink(c: Compat): Hook {
     if (query.type === undefined) return; // the interface's email verification
     const target = redirectTarget(c.deps.config, query.redirect_to);
     const token = typeof query.token === 'string' && query.token !== '' ? hashToken(query.token) : null;
-    const link: LinkFlow = token === null ? { flow: 'invalid' } : await linkFlow(c, query.type, token);
+    // An email change's link is not a one-time token of a PKCE flow: always the implicit flow.
+    const link: LinkFlow = token === null ? { flow: 'invalid' } : query.type === 'email_change' ? { flow: 'implicit' } : await linkFlow(c, query.type, token);
     let location: string;
     if (link.flow === 'pkce') {
       location = codeRedirectUrl(target, link.code); // the auth code on the query: exchangeCodeForSession
     } else {
-      const s = link.flow === 'implicit' ? await c.verify(req, query.type, token!) : null;
+      const s = link.flow === 'implicit' ? await verifyOrTaken(c, req, query.type, token!) : null;
       const type = typeof query.type === 'string' ? query.type : '';
-      location = s === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : compatFragmentUrl(target, s, type);
+      if (s === 'taken') location = errorFragmentUrl(target, 'email_exists', 'A user with this email address has already been registered');
+      else location = s === null ? errorFragmentUrl(target, 'otp_expired', 'Email link is invalid or has expired') : compatFragmentUrl(target, s, type);
     }
     return reply.code(303).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').header('location', location).send();
   };

@@ -10,14 +10,16 @@ import type { RuntimeConfig } from '../../core/config.ts';
 export interface CompatMailFields {
   sealed_code: string;
   redirect_to: string;
-  /** The GoTrue verification type the link carries: magiclink, signup or recovery. */
+  /** The GoTrue verification type the link carries: magiclink, signup, recovery or email_change. */
   type: string;
+  /** email_change only: the account's current address (the mail goes to the new one). */
+  email?: string;
 }
 
 export function isCompatFields(v: unknown): v is CompatMailFields {
   if (typeof v !== 'object' || v === null) return false;
   const o = v as Record<string, unknown>;
-  return typeof o.sealed_code === 'string' && typeof o.redirect_to === 'string' && typeof o.type === 'string';
+  return typeof o.sealed_code === 'string' && typeof o.redirect_to === 'string' && typeof o.type === 'string' && (o.email === undefined || typeof o.email === 'string');
 }
 
 /** The GoTrue-shaped link of a compat mail: GET /auth/v1/verify with its type and redirect. */

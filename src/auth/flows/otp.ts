@@ -19,6 +19,7 @@ import { AppError, ERRORS } from '../../core/errors.ts';
 import { clientIp } from '../../core/http.ts';
 import { codeHash, compatContext, isPlainObject, kindsOf, queryOf } from '../compat/context.ts';
 import { compatSendLink, type SendLinkStatus } from '../compat/db.ts';
+import { verifyEmailChange } from '../compat/email-change.ts';
 import { pkceOf } from '../compat/pkce.ts';
 import { COMPAT_ERRORS, compatSession, redirectTarget } from '../compat/shape.ts';
 import * as q from '../db.ts';
@@ -163,6 +164,12 @@ export function registerOtpRoutes(app: FastifyInstance, deps: Deps): void {
     const [email, phone] = sms ? [null, address] : [address, null];
     const limit = await q.takeRateLimit(sql, 'otp_code', address, CODE_TRIES_PER_HOUR, 3600);
     if (limit === 'limited') throw AUTH_ERRORS.tooManyRequests();
+    if (c !== null && b.type === 'email_change' && email !== null) {
+      // The code of a pending address change, sent to the new address (compat/email-change.ts).
+      const s = await verifyEmailChange(deps, req, codeHash(email, b.token.trim()), email);
+      if (s === null) throw AUTH_ERRORS.invalidOneTimeToken();
+      return sendSession(reply, s);
+    }
     const refresh = newOpaqueToken();
     const g = await verifyCode(sql, {
       kinds,
