@@ -1,3 +1,1 @@
 -- Enter migration here
---!include auth/email_change.sql
---!include auth/compat.sql

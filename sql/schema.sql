@@ -832,6 +832,60 @@ $$;
 COMMENT ON FUNCTION auth.compat_oauth_sign_in_pkce(state_hash bytea, provider text, email text, email_verified boolean, auth_code_hash bytea, context jsonb) IS 'SUPABASE_COMPAT: the OAuth PKCE callback: the account, then an auth code bound to a flow state (5 minutes, single use). Status: ok | unverified_email | invalid.';
 
 --
+-- Name: compat_request_email_change(uuid, text, text, bytea, text, bytea, text, text, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_request_email_change(user_id uuid, email text, aal text, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb DEFAULT NULL::jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_user auth.users;
+  v_new text := lower(compat_request_email_change.email);
+begin
+  select * into v_user from auth.users u where u.id = compat_request_email_change.user_id for update;
+  if v_user.id is null then
+    return 'not_found';
+  end if;
+  if v_user.is_anonymous or v_user.email is null then
+    return 'direct';
+  end if;
+  if lower(v_user.email) = v_new then
+    return 'unchanged';
+  end if;
+  if compat_request_email_change.aal is distinct from 'aal2'
+     and exists (select 1 from auth_private.mfa_factors f where f.user_id = v_user.id and f.status = 'verified') then
+    return 'insufficient_aal';
+  end if;
+  if exists (select 1 from auth.users u where lower(u.email) = v_new) then
+    return 'email_taken';
+  end if;
+  if not auth_private.mail_allowed(v_new, compat_request_email_change.mail_limit) then
+    return 'limited';
+  end if;
+  delete from auth_private.email_changes c where c.user_id = v_user.id;
+  insert into auth_private.email_changes (user_id, new_email, link_hash, code_hash, expires_at)
+    values (v_user.id, v_new, compat_request_email_change.link_hash, compat_request_email_change.code_hash, now() + interval '1 hour');
+  perform graphile_worker.add_job('auth__send_email',
+    json_build_object('kind', 'email_change', 'to', v_new, 'sealed_token', compat_request_email_change.sealed_token,
+      'sealed_code', compat_request_email_change.sealed_code,
+      'compat', json_build_object('sealed_code', compat_request_email_change.sealed_code,
+        'redirect_to', compat_request_email_change.redirect_to, 'type', 'email_change', 'email', v_user.email),
+      'accept_language', compat_request_email_change.context ->> 'accept_language'),
+    max_attempts => 5);
+  perform auth_private.audit('email_change_requested', v_user.id, compat_request_email_change.context, '{}'::jsonb);
+  return 'pending';
+end
+$$;
+
+--
+-- Name: FUNCTION compat_request_email_change(user_id uuid, email text, aal text, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_request_email_change(user_id uuid, email text, aal text, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb) IS 'SUPABASE_COMPAT: store a pending address change and enqueue its mail (link and code) to the new address. Status: pending | unchanged | direct | insufficient_aal | email_taken | limited | not_found.';
+
+--
 -- Name: compat_send_link(text, text, boolean, jsonb, bytea, text, bytea, text, text, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
 --
 
@@ -966,6 +1020,70 @@ $$;
 --
 
 COMMENT ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb, method text) IS 'SUPABASE_COMPAT: use a magic-link, recovery or verification token and open a session in one transaction. Status: ok | invalid.';
+
+--
+-- Name: compat_verify_email_change(bytea, text, bytea, integer, integer, jsonb); Type: FUNCTION; Schema: auth; Owner: -
+--
+
+CREATE FUNCTION auth.compat_verify_email_change(token_hash bytea, email text, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb DEFAULT NULL::jsonb) RETURNS auth.session_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_change auth_private.email_changes;
+  v_user_id uuid;
+  v_old text;
+begin
+  if compat_verify_email_change.email is null then
+    select c.user_id into v_user_id from auth_private.email_changes c where c.link_hash = compat_verify_email_change.token_hash;
+  else
+    select c.user_id into v_user_id from auth_private.email_changes c
+      where c.new_email = lower(compat_verify_email_change.email) and c.code_hash = compat_verify_email_change.token_hash;
+  end if;
+  if v_user_id is null then
+    if compat_verify_email_change.email is not null then
+      update auth_private.email_changes c
+         set failed_attempts = c.failed_attempts + 1,
+             expires_at = case when c.failed_attempts + 1 >= compat_verify_email_change.max_attempts then now() else c.expires_at end
+       where c.new_email = lower(compat_verify_email_change.email) and c.expires_at > now();
+    end if;
+    return auth_private.session_status('invalid');
+  end if;
+  -- The user's row first (as spend_one_time_token), then the pending change, checked again.
+  select u.email into v_old from auth.users u where u.id = v_user_id for update;
+  select * into v_change from auth_private.email_changes c where c.user_id = v_user_id for update;
+  if v_change.user_id is null or v_change.expires_at <= now()
+     or (case when compat_verify_email_change.email is null then v_change.link_hash else v_change.code_hash end)
+        is distinct from compat_verify_email_change.token_hash then
+    return auth_private.session_status('invalid');
+  end if;
+  begin
+    update auth.users u set email = v_change.new_email, email_confirmed_at = now(), updated_at = now() where u.id = v_user_id;
+  exception when unique_violation then
+    return auth_private.session_status('email_taken');
+  end;
+  delete from auth_private.email_changes c where c.user_id = v_user_id;
+  delete from auth_private.proven_emails p where p.user_id = v_user_id;
+  perform auth_private.prove_address(v_user_id, v_change.new_email, 'verification', false);
+  update auth_private.one_time_tokens t set used_at = now() where t.user_id = v_user_id and t.used_at is null;
+  update auth_private.sessions s set revoked_at = now(), revoked_reason = 'account_changed'
+    where s.user_id = v_user_id and s.revoked_at is null;
+  perform auth_private.audit('email_changed', v_user_id, compat_verify_email_change.context, '{}'::jsonb);
+  perform graphile_worker.add_job('auth__send_email',
+    pg_catalog.json_build_object('kind', 'account_changed', 'to', v_old, 'email_changed', true, 'password_changed', false,
+      'new_email', v_change.new_email, 'accept_language', compat_verify_email_change.context ->> 'accept_language'),
+    max_attempts => 5);
+  return auth.start_session(v_user_id, compat_verify_email_change.refresh_token_hash, compat_verify_email_change.ttl_seconds, null,
+    'otp', compat_verify_email_change.context);
+end
+$$;
+
+--
+-- Name: FUNCTION compat_verify_email_change(token_hash bytea, email text, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb); Type: COMMENT; Schema: auth; Owner: -
+--
+
+COMMENT ON FUNCTION auth.compat_verify_email_change(token_hash bytea, email text, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb) IS 'SUPABASE_COMPAT: use a pending address change''s link or code, apply it (proven, confirmed, other tokens spent, other sessions ended, former address told) and open a session. Status: ok | invalid | email_taken.';
 
 --
 -- Name: compat_verify_pkce(text, bytea, bytea); Type: FUNCTION; Schema: auth; Owner: -
@@ -3052,6 +3170,7 @@ CREATE FUNCTION auth_private.gotrue_user_json(u auth.users) RETURNS jsonb
     || jsonb_strip_nulls(jsonb_build_object('invited_at', auth_private.iso_utc(u.invited_at),
          'banned_until', case when u.banned_until > now() then auth_private.iso_utc(u.banned_until) end))
     || auth_private.factors_json(u.id)
+    || auth_private.pending_email_change_json(u.id)
 $$;
 
 --
@@ -3439,6 +3558,24 @@ $$;
 --
 
 COMMENT ON FUNCTION auth_private.passkey_needs_aal2(user_id uuid, aal text) IS 'Whether managing this user''s passkeys from a session at this aal is refused (a verified factor and not aal2).';
+
+--
+-- Name: pending_email_change_json(uuid); Type: FUNCTION; Schema: auth_private; Owner: -
+--
+
+CREATE FUNCTION auth_private.pending_email_change_json(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select coalesce((select jsonb_build_object('new_email', c.new_email, 'email_change_sent_at', auth_private.iso_utc(c.sent_at))
+    from auth_private.email_changes c where c.user_id = pending_email_change_json.user_id and c.expires_at > now()), '{}'::jsonb)
+$$;
+
+--
+-- Name: FUNCTION pending_email_change_json(user_id uuid); Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON FUNCTION auth_private.pending_email_change_json(user_id uuid) IS 'SUPABASE_COMPAT: {new_email, email_change_sent_at} of a pending address change, or {}.';
 
 --
 -- Name: pkce_matches(text, text, text); Type: FUNCTION; Schema: auth_private; Owner: -
@@ -8911,6 +9048,29 @@ ALTER TABLE auth.audit_log_entries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENT
 );
 
 --
+-- Name: email_changes; Type: TABLE; Schema: auth_private; Owner: -
+--
+
+CREATE TABLE auth_private.email_changes (
+    user_id uuid NOT NULL,
+    new_email text NOT NULL,
+    link_hash bytea NOT NULL,
+    code_hash bytea NOT NULL,
+    sent_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    failed_attempts integer DEFAULT 0 NOT NULL,
+    CONSTRAINT email_changes_code_hash_check CHECK ((octet_length(code_hash) = 32)),
+    CONSTRAINT email_changes_link_hash_check CHECK ((octet_length(link_hash) = 32)),
+    CONSTRAINT email_changes_lower_check CHECK ((new_email = lower(new_email)))
+);
+
+--
+-- Name: TABLE email_changes; Type: COMMENT; Schema: auth_private; Owner: -
+--
+
+COMMENT ON TABLE auth_private.email_changes IS 'plinth (SUPABASE_COMPAT): a user''s pending address change, by the SHA-256 of its link token and of its 6-digit code (1 hour).';
+
+--
 -- Name: flow_states; Type: TABLE; Schema: auth_private; Owner: -
 --
 
@@ -9893,6 +10053,20 @@ ALTER TABLE ONLY auth.users
     ADD CONSTRAINT users_pkey PRIMARY KEY (id);
 
 --
+-- Name: email_changes email_changes_link_hash_key; Type: CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.email_changes
+    ADD CONSTRAINT email_changes_link_hash_key UNIQUE (link_hash);
+
+--
+-- Name: email_changes email_changes_pkey; Type: CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.email_changes
+    ADD CONSTRAINT email_changes_pkey PRIMARY KEY (user_id);
+
+--
 -- Name: flow_states flow_states_auth_code_hash_key; Type: CONSTRAINT; Schema: auth_private; Owner: -
 --
 
@@ -10210,6 +10384,12 @@ CREATE UNIQUE INDEX users_email_key ON auth.users USING btree (lower(email));
 CREATE UNIQUE INDEX users_phone_key ON auth.users USING btree (phone) WHERE (phone IS NOT NULL);
 
 --
+-- Name: email_changes_new_email_idx; Type: INDEX; Schema: auth_private; Owner: -
+--
+
+CREATE INDEX email_changes_new_email_idx ON auth_private.email_changes USING btree (new_email);
+
+--
 -- Name: flow_states_created_at_idx; Type: INDEX; Schema: auth_private; Owner: -
 --
 
@@ -10389,6 +10569,13 @@ CREATE TRIGGER _900_notify_cache AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON
 
 ALTER TABLE ONLY auth.passkeys
     ADD CONSTRAINT passkeys_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE;
+
+--
+-- Name: email_changes email_changes_user_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
+--
+
+ALTER TABLE ONLY auth_private.email_changes
+    ADD CONSTRAINT email_changes_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE;
 
 --
 -- Name: flow_states flow_states_user_id_fkey; Type: FK CONSTRAINT; Schema: auth_private; Owner: -
@@ -10774,6 +10961,12 @@ REVOKE ALL ON FUNCTION auth.compat_oauth_flow(state_hash bytea) FROM PUBLIC;
 REVOKE ALL ON FUNCTION auth.compat_oauth_sign_in_pkce(state_hash bytea, provider text, email text, email_verified boolean, auth_code_hash bytea, context jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION compat_request_email_change(user_id uuid, email text, aal text, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_request_email_change(user_id uuid, email text, aal text, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION compat_send_link(kind text, email text, create_user boolean, user_metadata jsonb, link_hash bytea, sealed_token text, code_hash bytea, sealed_code text, redirect_to text, mail_limit integer, context jsonb); Type: ACL; Schema: auth; Owner: -
 --
 
@@ -10796,6 +10989,12 @@ REVOKE ALL ON FUNCTION auth.compat_user(user_id uuid) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION auth.compat_verify(kind text, token_hash bytea, refresh_token_hash bytea, ttl_seconds integer, context jsonb, method text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION compat_verify_email_change(token_hash bytea, email text, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb); Type: ACL; Schema: auth; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth.compat_verify_email_change(token_hash bytea, email text, refresh_token_hash bytea, ttl_seconds integer, max_attempts integer, context jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION compat_verify_pkce(kind text, token_hash bytea, auth_code_hash bytea); Type: ACL; Schema: auth; Owner: -
@@ -11240,6 +11439,12 @@ REVOKE ALL ON FUNCTION auth_private.passkey_json(p auth.passkeys) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION auth_private.passkey_needs_aal2(user_id uuid, aal text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION pending_email_change_json(user_id uuid); Type: ACL; Schema: auth_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION auth_private.pending_email_change_json(user_id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION pkce_matches(challenge text, method text, verifier text); Type: ACL; Schema: auth_private; Owner: -
