@@ -20,6 +20,16 @@ export function hashToken(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
 
+/**
+ * The 6-digit code's hash: over the address and the code, so that it names one address;
+ * after a 0xff byte, which no UTF-8 text holds, so that no token any route hashes
+ * (`hashToken`: /magiclink/verify, /recover/confirm, `token_hash`) can ever equal it and
+ * reach a code past the per-address limit on tries.
+ */
+export function codeHash(email: string, code: string): Buffer {
+  return createHash('sha256').update(Buffer.from([0xff])).update(`otp:${email.toLowerCase()}:${code}`, 'utf8').digest();
+}
+
 export function newOpaqueToken(): OpaqueToken {
   const token = randomBytes(32).toString('base64url');
   return { token, hash: hashToken(token) };

@@ -163,9 +163,11 @@ async function run() {
     await sql.waitFor();
     t.match(await sql.textContent(), /create policy journal_owner_only on public\.journal for all to authenticated/, 'the SQL is shown first');
     await shot('tables-new');
+    // Read before appending: once the watch applies it, the view moves on to the new table.
+    const shown = ((await sql.textContent()) ?? '').trim();
     await form.getByRole('button', { name: /^Append to .*current\.sql$/ }).click();
     const file = await watchApplies(app, folders.migrations, 'create policy journal_owner_only');
-    t.ok(file.includes(((await sql.textContent()) ?? '').trim()), 'migrations/current.sql holds the SQL shown');
+    t.ok(shown !== '' && file.includes(shown), 'migrations/current.sql holds the SQL shown');
     await page.getByRole('heading', { level: 3, name: /^public\.journal/ }).waitFor({ timeout: 60_000 });
     t.ok(await page.getByRole('table', { name: 'Policies' }).getByText('journal_owner_only').isVisible(), 'the policy is listed');
     const served = await ownerOnlyServed(app, 'journal', 'entry');

@@ -2,13 +2,13 @@
  * SUPABASE_COMPAT: what the compat hooks and routes share: the service's parts, the request
  * helpers, and the two steps every flow ends in (issue a link and a code; use a token).
  */
-import { createHash, randomInt } from 'node:crypto';
+import { randomInt } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../core/area.ts';
 import type { Sql } from '../../core/db.ts';
 import type { AuditContext } from '../db.ts';
 import { auditContext, isOkGrant, sessionFromGrant } from '../sessions.ts';
-import { newOpaqueToken, seal } from '../tokens.ts';
+import { codeHash, newOpaqueToken, seal } from '../tokens.ts';
 import { compatSendLink, compatSendLinkPkce, compatVerify, type PkceChallenge, type SendLinkStatus } from './db.ts';
 import { COMPAT_ERRORS, compatSession, type GoTrueSession } from './shape.ts';
 import { verifyEmailChange } from './email-change.ts';
@@ -28,16 +28,6 @@ export function queryOf(req: FastifyRequest): Record<string, unknown> {
 
 export function sendSession(reply: FastifyReply, s: GoTrueSession): FastifyReply {
   return reply.code(200).header('cache-control', 'no-store').send(s);
-}
-
-/**
- * The 6-digit code's hash: over the address and the code, so that it names one address;
- * after a 0xff byte, which no UTF-8 text holds, so that no token any route hashes
- * (`hashToken`: /magiclink/verify, /recover/confirm, `token_hash`) can ever equal it and
- * reach a code past the per-address limit on tries.
- */
-export function codeHash(email: string, code: string): Buffer {
-  return createHash('sha256').update(Buffer.from([0xff])).update(`otp:${email.toLowerCase()}:${code}`, 'utf8').digest();
 }
 
 /** The one-time token kinds a GoTrue verification `type` may use, in order. */

@@ -13,8 +13,7 @@ import { ERRORS, pgErrorToAppError, unreachable } from '../../core/errors.ts';
 import { auditParam, type GrantRow } from '../db.ts';
 import { AUTH_ERRORS } from '../errors.ts';
 import { auditContext, isOkGrant, sessionFromGrant } from '../sessions.ts';
-import { newOpaqueToken, seal } from '../tokens.ts';
-import { codeHash } from './context.ts';
+import { codeHash, newOpaqueToken, seal } from '../tokens.ts';
 import { compatSession, type GoTrueSession } from './shape.ts';
 
 /** Wrong codes presented for a pending change before it is burnt (as otp.ts's MAX_CODE_ATTEMPTS). */

@@ -17,7 +17,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../core/area.ts';
 import { AppError, ERRORS } from '../../core/errors.ts';
 import { clientIp } from '../../core/http.ts';
-import { codeHash, compatContext, isPlainObject, kindsOf, queryOf } from '../compat/context.ts';
+import { compatContext, isPlainObject, kindsOf, queryOf } from '../compat/context.ts';
 import { compatSendLink, type SendLinkStatus } from '../compat/db.ts';
 import { verifyEmailChange } from '../compat/email-change.ts';
 import { pkceOf } from '../compat/pkce.ts';
@@ -25,7 +25,7 @@ import { COMPAT_ERRORS, compatSession, redirectTarget } from '../compat/shape.ts
 import * as q from '../db.ts';
 import { AUTH_ERRORS, MESSAGES } from '../errors.ts';
 import { auditContext, isOkGrant, sessionFromGrant } from '../sessions.ts';
-import { hashToken, newOpaqueToken, seal } from '../tokens.ts';
+import { codeHash, hashToken, newOpaqueToken, seal } from '../tokens.ts';
 import { checkEmail } from '../validate.ts';
 import { sendPhoneCode, verifyCode } from './otp-db.ts';
 
