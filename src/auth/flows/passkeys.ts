@@ -11,14 +11,7 @@
  * session) is SQL's (sql/fixtures/auth/passkeys.sql). Anything wrong in what the browser
  * sent is 400 `passkey verification failed`, never a 500.
  */
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-  type AuthenticationResponseJSON,
-  type RegistrationResponseJSON,
-} from '@simplewebauthn/server';
+import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../core/area.ts';
 import type { Credential } from '../../core/credentials.ts';
@@ -29,6 +22,14 @@ import { isOkGrant, sessionFromGrant } from '../sessions.ts';
 import { newOpaqueToken } from '../tokens.ts';
 import * as q from './passkeys-db.ts';
 import { authRoom, isPlainObject, UUID, type AuthRoom } from './room.ts';
+
+/**
+ * @simplewebauthn/server, loaded on the first passkey request: with its X.509 and ASN.1
+ * schemas it holds about 4 MB of heap (10 MB of RSS) that a service without passkeys never
+ * needs (docs/performance.md, Memory).
+ */
+let webauthnLoad: Promise<typeof import('@simplewebauthn/server')> | null = null;
+const webauthn = () => (webauthnLoad ??= import('@simplewebauthn/server'));
 
 /** A challenge lives 5 minutes (GoTrue's WEBAUTHN_CHALLENGE_EXPIRY_DURATION); the browser's prompt as long. */
 export const PASSKEY_CHALLENGE_SECONDS = 300;
@@ -168,7 +169,7 @@ function registration(app: FastifyInstance, { deps, sql, rpId, origins, userGate
     const c = await q.issueChallenge(sql, 'registration', cred.userId, aalOf(cred), PASSKEY_CHALLENGE_SECONDS, MAX_PASSKEYS_PER_USER);
     switch (c.status) {
       case 'ok': {
-        const options = await generateRegistrationOptions({
+        const options = await (await webauthn()).generateRegistrationOptions({
           rpName: rpId,
           rpID: rpId,
           userID: new Uint8Array(Buffer.from(cred.userId, 'utf8')),
@@ -204,7 +205,7 @@ function registration(app: FastifyInstance, { deps, sql, rpId, origins, userGate
       const name = checkName(b.friendly_name);
       const challenge = await takeChallenge(deps, b.challenge_id, 'registration', cred.userId);
       const info = await verified(req, 'registration', async () => {
-        const r = await verifyRegistrationResponse({
+        const r = await (await webauthn()).verifyRegistrationResponse({
           response: b.credential as unknown as RegistrationResponseJSON,
           expectedChallenge: challenge,
           expectedOrigin: origins,
@@ -251,7 +252,7 @@ function signIn(app: FastifyInstance, { deps, sql, rpId, origins, authRateLimit,
     const c = await q.issueChallenge(sql, 'authentication', null, null, PASSKEY_CHALLENGE_SECONDS, MAX_PASSKEYS_PER_USER);
     if (c.status !== 'ok') throw new Error(`authentication challenge: ${c.status}`);
     // Discoverable credentials: no allowCredentials, so the answer tells nothing about any account.
-    const options = await generateAuthenticationOptions({
+    const options = await (await webauthn()).generateAuthenticationOptions({
       rpID: rpId,
       challenge: new Uint8Array(c.challenge!),
       timeout: PASSKEY_CHALLENGE_SECONDS * 1000,
@@ -278,7 +279,7 @@ function signIn(app: FastifyInstance, { deps, sql, rpId, origins, authRateLimit,
         // The user handle the authenticator keeps must name the passkey's user.
         const handle = isPlainObject(b.credential.response) ? b.credential.response.userHandle : undefined;
         if (typeof handle !== 'string' || Buffer.from(handle, 'base64url').toString('utf8') !== stored.user_id) throw new Error('user handle mismatch');
-        const r = await verifyAuthenticationResponse({
+        const r = await (await webauthn()).verifyAuthenticationResponse({
           response,
           expectedChallenge: challenge,
           expectedOrigin: origins,
