@@ -4,10 +4,10 @@
  * email_action_type, site_url, token_new, token_hash_new}} so a Supabase project's hook
  * works unchanged. Two forms, as GoTrue's:
  *   a SQL function   auth.run_send_email_hook (sql/fixtures/auth/mail.sql) calls it;
- *   a URL            POSTed the JSON, signed as Standard Webhooks (GoTrue's hooks):
- *                    webhook-id, webhook-timestamp, and webhook-signature `v1,<base64 of
- *                    HMAC-SHA256(secret, "<id>.<timestamp>.<body>")>` for each secret of
- *                    AUTH_HOOK_SEND_EMAIL_SECRET (`v1,whsec_<base64 key>`), comma-separated.
+ *   a URL            POSTed the JSON, signed as Standard Webhooks (GoTrue's hooks,
+ *                    standard-webhooks.ts) with each key of AUTH_HOOK_SEND_EMAIL_SECRET
+ *                    (`v1,whsec_<base64 key>`); the webhook-id is the mail's, the same
+ *                    on every attempt.
  *                    The address rules are the webhooks' (never link-local; loopback and
  *                    private addresses refused with WEBHOOK_DENY_PRIVATE), within
  *                    WEBHOOK_TIMEOUT_MS.
@@ -16,13 +16,13 @@
  * mail dropped. Anything else that fails (5xx, network, timeout, a function that raises or
  * is missing) throws, and graphile-worker tries the job again later (5 attempts).
  */
-import { createHmac } from 'node:crypto';
 import type postgres from 'postgres';
-import type { RuntimeConfig } from '../core/config.ts';
+import type { RuntimeConfig, StandardHook } from '../core/config.ts';
 import type { Sql } from '../core/db.ts';
 import type { Logger } from '../core/log.ts';
 import { addressGuard, type AddressGuard } from '../webhooks/address.ts';
 import { post } from '../webhooks/deliver.ts';
+import { standardWebhookHeaders } from './standard-webhooks.ts';
 
 export interface EmailData {
   token: string;
@@ -39,12 +39,6 @@ export interface SendEmailEvent {
   email_data: EmailData;
 }
 
-/** One Standard Webhooks signature (`v1,<base64>`) of `body` under a `v1,whsec_<base64>` secret. */
-export function standardSignature(secret: string, id: string, timestamp: number, body: string): string {
-  const key = Buffer.from(secret.replace(/^v1,/, '').replace(/^whsec_/, ''), 'base64');
-  return 'v1,' + createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
-}
-
 /** A hook failure the job must not retry (the hook refused the mail). */
 export class HookRefused extends Error {
   constructor(message: string) {
@@ -55,21 +49,14 @@ export class HookRefused extends Error {
 
 const guards = new Map<boolean, AddressGuard>();
 
-async function postHook(config: RuntimeConfig, url: string, messageId: string, event: SendEmailEvent): Promise<void> {
+async function postHook(config: RuntimeConfig, hook: Extract<StandardHook, { kind: 'http' }>, messageId: string, event: SendEmailEvent): Promise<void> {
   const body = JSON.stringify(event);
-  const timestamp = Math.floor(Date.now() / 1000);
-  const signatures = config.authHookSendEmailSecrets.map((s) => standardSignature(s, messageId, timestamp, body));
   let guard = guards.get(config.webhookDenyPrivate);
   if (guard === undefined) guards.set(config.webhookDenyPrivate, (guard = addressGuard(config.webhookDenyPrivate)));
   const r = await post(
-    url,
+    hook.url,
     Buffer.from(body),
-    {
-      'content-type': 'application/json',
-      'webhook-id': messageId,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signatures.join(', '),
-    },
+    { 'content-type': 'application/json', ...standardWebhookHeaders(hook.secrets, body, messageId) },
     config.webhookTimeoutMs,
     new AbortController().signal,
     guard,
@@ -98,7 +85,7 @@ export async function sendThroughHook(config: RuntimeConfig, sql: Sql | null, me
     if (sql === null) throw new Error('the send-email hook needs the database');
     await callFunction(sql, hook.fn, event);
   } else {
-    await postHook(config, hook.url, messageId, event);
+    await postHook(config, hook, messageId, event);
   }
   log.debug({ kind: event.email_data.email_action_type }, 'email handed to the send-email hook');
 }

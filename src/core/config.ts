@@ -9,7 +9,7 @@
  * anon / service-role keys, verifying keys given explicitly (secrets.ts). `main.ts` prints
  * `ConfigError.message` as one line and exits 1 before anything listens or migrates.
  */
-import { authSettings, jwtSecret as readJwtSecret, type OAuthProviderConfig, type OAuthProviderName, type SendSmsHook } from './config/auth.ts';
+import { authSettings, jwtSecret as readJwtSecret, type OAuthProviderConfig, type OAuthProviderName, type StandardHook } from './config/auth.ts';
 import { databaseSettings, databaseUrl } from './config/database.ts';
 import { functionsSettings, webhookSettings } from './config/functions.ts';
 import { httpSettings, type TrustProxy } from './config/http.ts';
@@ -21,7 +21,7 @@ import { storageSettings, type S3Config } from './config/storage.ts';
 import { makeSecrets, type Secrets } from './secrets.ts';
 
 export { ConfigError } from './config/read.ts';
-export type { OAuthEndpoints, OAuthProviderConfig, OAuthProviderName, SendSmsHook } from './config/auth.ts';
+export type { OAuthEndpoints, OAuthProviderConfig, OAuthProviderName, StandardHook } from './config/auth.ts';
 export type { TrustProxy } from './config/http.ts';
 export { REST_TX_ENDS, type RestTxEnd } from './config/rest.ts';
 export type { S3Config } from './config/storage.ts';
@@ -50,17 +50,15 @@ export interface Config {
   /** AUTH_AUDIT_RETENTION_DAYS: audit entries older than this are deleted by the hourly purge; 0 keeps them all. */
   /** AUTH_TEMPLATES_DIR: the app's email templates (docs/emails.md); `required`: set explicitly, so it must exist. */
   authTemplatesDir: { path: string; required: boolean };
-  /** AUTH_HOOK_SEND_EMAIL: a SQL function (`schema.function`) or a URL that sends the mails instead of SMTP; null: none. */
-  authHookSendEmail: { kind: 'sql'; fn: string } | { kind: 'http'; url: string } | null;
-  /** AUTH_HOOK_SEND_EMAIL_SECRET: the Standard Webhooks secrets (`v1,whsec_…`, `|`-separated) the URL form is signed with. */
-  authHookSendEmailSecrets: readonly string[];
+  /** AUTH_HOOK_SEND_EMAIL (+ _SECRET): a SQL function or a signed URL that sends the mails instead of SMTP; null: none. */
+  authHookSendEmail: StandardHook | null;
   authAuditRetentionDays: number;
   /** AUTH_PASSKEY_RP_ID: the WebAuthn relying party id of passkeys (a host name); null: SITE_URL's host. */
   passkeyRpId: string | null;
   /** AUTH_PASSKEY_ORIGINS: the origins passkey ceremonies may run on (comma-separated); empty: SITE_URL's origin. */
   passkeyOrigins: readonly string[];
   /** AUTH_HOOK_SEND_SMS (+ _SECRET): how phone codes are sent (docs/api/auth.md); null: phone sign-in is off. */
-  authHookSendSms: SendSmsHook | null;
+  authHookSendSms: StandardHook | null;
   /** SMS_RATE_LIMIT_PER_HOUR: phone codes per number in any hour; 0 disables. */
   smsRateLimitPerHour: number;
   maxBatchOperations: number;

@@ -136,7 +136,11 @@ t.test('configuration: the forms GoTrue takes, a secret for a URL, http only to 
   const secret = 'v1,whsec_' + randomBytes(32).toString('base64');
   t.same(parseConfig({ ...base, AUTH_HOOK_SEND_EMAIL: 'pg-functions://postgres/public/send_email' }).authHookSendEmail, { kind: 'sql', fn: 'public.send_email' });
   t.same(parseConfig({ ...base, AUTH_HOOK_SEND_EMAIL: 'hooks.send_email' }).authHookSendEmail, { kind: 'sql', fn: 'hooks.send_email' });
-  t.same(parseConfig({ ...base, AUTH_HOOK_SEND_EMAIL: 'https://mail.example/hook', AUTH_HOOK_SEND_EMAIL_SECRET: `${secret}|${secret}` }).authHookSendEmailSecrets, [secret, secret]);
+  t.same(parseConfig({ ...base, AUTH_HOOK_SEND_EMAIL: 'https://mail.example/hook', AUTH_HOOK_SEND_EMAIL_SECRET: `${secret}|${secret}` }).authHookSendEmail, {
+    kind: 'http',
+    url: 'https://mail.example/hook',
+    secrets: [secret.slice('v1,whsec_'.length), secret.slice('v1,whsec_'.length)],
+  });
   t.throws(() => parseConfig({ ...base, AUTH_HOOK_SEND_EMAIL: 'https://mail.example/hook' }), { message: /AUTH_HOOK_SEND_EMAIL_SECRET.*required/ });
   t.throws(() => parseConfig({ ...base, AUTH_HOOK_SEND_EMAIL: 'http://mail.example/hook', AUTH_HOOK_SEND_EMAIL_SECRET: secret }), { message: /loopback/ });
   t.throws(() => parseConfig({ ...base, AUTH_HOOK_SEND_EMAIL: 'https://mail.example/hook', AUTH_HOOK_SEND_EMAIL_SECRET: 'whsec_abc' }), { message: /v1,whsec_/ });

@@ -161,3 +161,18 @@ t.test('default AUTH_RATE_LIMIT is 30 per minute', async (t) => {
   t.same(results.slice(0, 30), Array(30).fill(200));
   t.equal(results[30], 429);
 });
+
+t.test('SUPABASE_COMPAT anonymous sign-in behind a real proxy (TRUST_PROXY=1): keyed on each client, not on the proxy', async (t) => {
+  const app = await startApp(t, {
+    worker: false,
+    env: { SUPABASE_COMPAT: 'true', ALLOW_ANONYMOUS_SIGNIN: 'true', ANONYMOUS_RATE_LIMIT: '1', TRUST_PROXY: '1' },
+  });
+  const proxy = await startForwardingProxy(t, app.url);
+  const signIn = (local: string) => sendFrom(local, proxy.url, 'POST', '/auth/v1/signup', {}, { apikey: app.anonKey, 'x-forwarded-for': '198.51.100.9' });
+  const a = [(await signIn('127.0.0.2')).status, (await signIn('127.0.0.2')).status];
+  const b = (await signIn('127.0.0.3')).status;
+  t.same(a, [200, 429], 'one client: its one sign-in, then 429');
+  t.equal(b, 200, 'another client behind the same proxy has its own budget');
+  const rows = await app.db.sql`select ip from auth_private.rate_limits where bucket = 'anonymous' order by ip`;
+  t.same(rows.map((r) => r.ip), ['127.0.0.2', '127.0.0.3'], 'keyed on the addresses the proxy saw, never on the proxy (127.0.0.1)');
+});

@@ -172,7 +172,19 @@ function grantActions(table: string, grants: Record<string, string[]>): Action[]
     .map(([role, privileges]) => ({ action: 'grant', table, roles: [role], privileges }));
 }
 
-const tableListed = (name: string) => async () => (await get<TableInfo[]>('/api/tables')).some((t) => t.name === name);
+/**
+ * REST's schema cache has caught up with `table` (/api/tables reads the catalog itself, REST
+ * its cache, refreshed a moment after a migration): its OpenAPI definition has the table's
+ * columns, so the rows load without a 404 or a stale column.
+ */
+async function restServes(table: TableInfo | undefined): Promise<boolean> {
+  if (table === undefined) return false;
+  const doc = await get<{ definitions?: Record<string, { properties?: Record<string, unknown> }> }>('/rest/v1/');
+  const served = Object.keys(doc.definitions?.[table.name]?.properties ?? {});
+  return served.length === table.columns.length && table.columns.every((c) => served.includes(c.name));
+}
+
+const tableListed = (name: string) => async () => restServes((await get<TableInfo[]>('/api/tables')).find((t) => t.name === name));
 
 export function NewTable({ onCreated }: { onCreated: (name: string) => void }) {
   const [name, setName] = useState('');
@@ -237,7 +249,10 @@ export function TableSchema({ table, onChanged }: { table: TableInfo; onChanged:
   const [grants, setGrants] = useState<Record<string, string[]>>(table.grants);
   const t = table.name;
   const before = JSON.stringify(table);
-  const changed = async () => JSON.stringify((await get<TableInfo[]>('/api/tables')).find((x) => x.name === t)) !== before;
+  const changed = async () => {
+    const now = (await get<TableInfo[]>('/api/tables')).find((x) => x.name === t);
+    return JSON.stringify(now) !== before && (now === undefined || (await restServes(now)));
+  };
   let actions: Action[] | null = null;
   if (kind === 'add_column' && column.name.trim()) actions = [{ action: 'add_column', table: t, column: columnAction(column) }];
   if (kind === 'rename_column' && pick && to.trim()) actions = [{ action: 'rename_column', table: t, column: pick, to: to.trim() }];

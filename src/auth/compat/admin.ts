@@ -14,7 +14,8 @@ import { AUTH_ERRORS } from '../errors.ts';
 import { hashPassword } from '../passwords.ts';
 import { checkEmail, checkPassword } from '../validate.ts';
 import { redirectTarget } from './shape.ts';
-import { isPlainObject, queryOf, type Compat, type Hook } from './context.ts';
+import { isPlainObject } from '../flows/room.ts';
+import { queryOf, type Compat, type Hook } from './context.ts';
 
 const ADMIN_ERRORS = {
   page: () => new AppError(400, 'page and per_page must be positive integers'),

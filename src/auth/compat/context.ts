@@ -16,18 +16,8 @@ import { verifyEmailChange } from './email-change.ts';
 export type Hook = (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 export type Body = Record<string, unknown>;
 
-export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function isPlainObject(v: unknown): v is Body {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 export function queryOf(req: FastifyRequest): Record<string, unknown> {
   return (req.query ?? {}) as Record<string, unknown>;
-}
-
-export function sendSession(reply: FastifyReply, s: GoTrueSession): FastifyReply {
-  return reply.code(200).header('cache-control', 'no-store').send(s);
 }
 
 /** The one-time token kinds a GoTrue verification `type` may use, in order. */

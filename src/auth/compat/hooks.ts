@@ -12,7 +12,8 @@ import { hashToken, newOpaqueToken } from '../tokens.ts';
 import { checkEmail } from '../validate.ts';
 import { compatEndSessions } from './db.ts';
 import { COMPAT_ERRORS, compatFragmentUrl, compatSession, compatUser, errorFragmentUrl, redirectTarget, type GoTrueSession } from './shape.ts';
-import { isPlainObject, queryOf, sendSession, UUID, type Compat, type Hook } from './context.ts';
+import { isPlainObject, sendSession, UUID } from '../flows/room.ts';
+import { queryOf, type Compat, type Hook } from './context.ts';
 import { adminHooks } from './admin.ts';
 import { codeRedirectUrl, linkFlow, pkceGrant, pkceOf, type LinkFlow } from './pkce.ts';
 
@@ -38,14 +39,14 @@ function anonymousSignup(c: Compat): Hook {
     if (b.email !== undefined || b.password !== undefined) return;
     if (!config.allowAnonymousSignin) throw AUTH_ERRORS.anonymousDisabled();
     if (config.anonymousRateLimit > 0) {
-      const status = await q.takeRateLimit(sql, 'anonymous', clientIp(req), config.anonymousRateLimit, 3600);
+      const status = await q.takeRateLimit(sql, 'anonymous', clientIp(req, config.trustProxy), config.anonymousRateLimit, 3600);
       if (status === 'limited') throw AUTH_ERRORS.tooManyRequests();
     }
     if (b.data !== undefined && !isPlainObject(b.data)) throw ERRORS.invalidBody();
     const refresh = newOpaqueToken();
     const r = await q.signInAnonymously(sql, config.anonymousRole, b.data ?? null, refresh.hash, config.refreshTokenTtl, c.audit(req));
     if (!isOkGrant(r)) throw ERRORS.internal(new Error(`anonymous sign-in: ${r.status}`));
-    return sendSession(reply, await compatSession(deps, await sessionFromGrant(deps, r, refresh.token, 'anonymous')));
+    return sendSession(reply, 200, await compatSession(deps, await sessionFromGrant(deps, r, refresh.token, 'anonymous')));
   };
 }
 

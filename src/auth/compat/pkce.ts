@@ -13,7 +13,8 @@ import { hashToken, newOpaqueToken } from '../tokens.ts';
 import { compatExchangePkce, compatVerifyPkce, type CompatOAuthState, type PkceChallenge } from './db.ts';
 import { compatSession, redirectTarget } from './shape.ts';
 import type { RuntimeConfig } from '../../core/config.ts';
-import { isPlainObject, kindsOf, sendSession, type Body, type Compat } from './context.ts';
+import { isPlainObject, sendSession } from '../flows/room.ts';
+import { kindsOf, type Body, type Compat } from './context.ts';
 
 /** GoTrue's words (its error codes: compat-errors.ts). */
 export const PKCE_ERRORS = {
@@ -86,7 +87,7 @@ export function pkceGrant(c: Compat) {
     switch (g.status) {
       case 'ok':
         if (!isOkGrant(g)) throw ERRORS.internal(new Error('pkce exchange without a session'));
-        return sendSession(reply, await compatSession(deps, await sessionFromGrant(deps, g, refresh.token, 'pkce')));
+        return sendSession(reply, 200, await compatSession(deps, await sessionFromGrant(deps, g, refresh.token, 'pkce')));
       case 'not_found':
       case 'user_not_found':
         throw PKCE_ERRORS.flowNotFound();

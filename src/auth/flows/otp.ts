@@ -13,11 +13,11 @@
  * (sql/fixtures/auth/otp.sql; compat.sql's compat_send_link and compat_verify).
  */
 import { randomInt } from 'node:crypto';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Deps } from '../../core/area.ts';
 import { AppError, ERRORS } from '../../core/errors.ts';
 import { clientIp } from '../../core/http.ts';
-import { compatContext, isPlainObject, kindsOf, queryOf } from '../compat/context.ts';
+import { compatContext, kindsOf, queryOf } from '../compat/context.ts';
 import { compatSendLink, type SendLinkStatus } from '../compat/db.ts';
 import { verifyEmailChange } from '../compat/email-change.ts';
 import { pkceOf } from '../compat/pkce.ts';
@@ -28,6 +28,7 @@ import { auditContext, isOkGrant, sessionFromGrant } from '../sessions.ts';
 import { codeHash, hashToken, newOpaqueToken, seal } from '../tokens.ts';
 import { checkEmail } from '../validate.ts';
 import { sendPhoneCode, verifyCode } from './otp-db.ts';
+import { isPlainObject, sendSession } from './room.ts';
 
 const AUTH_WINDOW_SECONDS = 60;
 /** Wrong or right, codes tried for one address in an hour: a 6-digit code must not be guessable. */
@@ -91,10 +92,6 @@ function codeKinds(type: unknown, compat: boolean): string[] {
   throw COMPAT_ERRORS.unsupportedType();
 }
 
-function sendSession(reply: FastifyReply, session: object): FastifyReply {
-  return reply.code(200).header('cache-control', 'no-store').send(session);
-}
-
 export function registerOtpRoutes(app: FastifyInstance, deps: Deps): void {
   const { config } = deps;
   const sql = deps.db.sql;
@@ -153,7 +150,7 @@ export function registerOtpRoutes(app: FastifyInstance, deps: Deps): void {
     if (c !== null && typeof b.token_hash === 'string' && b.token_hash !== '') {
       const s = await c.verify(req, b.type, hashToken(b.token_hash));
       if (s === null) throw AUTH_ERRORS.invalidOneTimeToken();
-      return sendSession(reply, s);
+      return sendSession(reply, 200, s);
     }
     if (typeof b.token !== 'string') throw ERRORS.invalidBody();
     const kinds = codeKinds(b.type, compat);
@@ -168,7 +165,7 @@ export function registerOtpRoutes(app: FastifyInstance, deps: Deps): void {
       // The code of a pending address change, sent to the new address (compat/email-change.ts).
       const s = await verifyEmailChange(deps, req, codeHash(email, b.token.trim()), email);
       if (s === null) throw AUTH_ERRORS.invalidOneTimeToken();
-      return sendSession(reply, s);
+      return sendSession(reply, 200, s);
     }
     const refresh = newOpaqueToken();
     const g = await verifyCode(sql, {
@@ -183,6 +180,6 @@ export function registerOtpRoutes(app: FastifyInstance, deps: Deps): void {
     });
     if (g.status !== 'ok' || !isOkGrant(g)) throw AUTH_ERRORS.invalidOneTimeToken();
     const session = await sessionFromGrant(deps, g, refresh.token, 'otp');
-    return sendSession(reply, c === null ? session : await compatSession(deps, session));
+    return sendSession(reply, 200, c === null ? session : await compatSession(deps, session));
   });
 }

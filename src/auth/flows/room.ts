@@ -18,6 +18,7 @@ import { ERRORS } from '../../core/errors.ts';
 import { clientIp } from '../../core/http.ts';
 import * as q from '../db.ts';
 import { AUTH_ERRORS } from '../errors.ts';
+import type { GoTrueSession } from '../compat/shape.ts';
 import { auditContext, isOkGrant, type OkGrant, type Session } from '../sessions.ts';
 
 /** One flow's routes: registered on the area's app by the list in src/auth/index.ts. */
@@ -132,7 +133,7 @@ export function grant(g: q.SessionGrant): OkGrant {
   return g;
 }
 
-export function sendSession(reply: FastifyReply, status: number, session: Session): FastifyReply {
+export function sendSession(reply: FastifyReply, status: number, session: Session | GoTrueSession): FastifyReply {
   // RFC 6749 §5.1: token responses must not be cached.
   return reply.code(status).header('cache-control', 'no-store').send(session);
 }

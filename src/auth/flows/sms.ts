@@ -14,10 +14,10 @@
  * without a recipient (an unknown number without create_user) ends at once: the request did
  * the same work as any other. The code is never logged.
  */
-import { createHmac, randomUUID } from 'node:crypto';
 import type { Task } from 'graphile-worker';
 import type { Deps } from '../../core/area.ts';
-import type { SendSmsHook } from '../../core/config.ts';
+import type { StandardHook } from '../../core/config.ts';
+import { standardWebhookHeaders } from '../standard-webhooks.ts';
 import { unseal } from '../tokens.ts';
 import { runSendSmsHook, smsHookUser } from './otp-db.ts';
 
@@ -36,14 +36,7 @@ function isPayload(p: unknown): p is SmsPayload {
   return o.to === null || (typeof o.to === 'string' && typeof o.user_id === 'string' && typeof o.sealed_code === 'string');
 }
 
-/** Standard Webhooks headers for `body`, one signature per key (base64 keys, as `whsec_…` carries them). */
-export function standardWebhookHeaders(secrets: readonly string[], body: string, id = `msg_${randomUUID()}`, now = Math.floor(Date.now() / 1000)): Record<string, string> {
-  const signed = `${id}.${now}.${body}`;
-  const signatures = secrets.map((k) => `v1,${createHmac('sha256', Buffer.from(k, 'base64')).update(signed).digest('base64')}`);
-  return { 'webhook-id': id, 'webhook-timestamp': String(now), 'webhook-signature': signatures.join(' ') };
-}
-
-async function sendOverHttp(hook: Extract<SendSmsHook, { kind: 'http' }>, event: Record<string, unknown>): Promise<void> {
+async function sendOverHttp(hook: Extract<StandardHook, { kind: 'http' }>, event: Record<string, unknown>): Promise<void> {
   const body = JSON.stringify(event);
   const res = await fetch(hook.url, {
     method: 'POST',

@@ -106,21 +106,62 @@ function authHook(env: Env): string | null {
   return v;
 }
 
-/** The send-SMS hook: a SQL function `schema.function`, or a URL posted to with Standard Webhooks signatures (base64 keys). */
-export type SendSmsHook = { kind: 'sql'; fn: string } | { kind: 'http'; url: string; secrets: readonly string[] };
+/**
+ * A GoTrue hook (AUTH_HOOK_SEND_EMAIL, AUTH_HOOK_SEND_SMS): a SQL function `schema.function`,
+ * or a URL posted to with Standard Webhooks signatures (src/auth/standard-webhooks.ts) under
+ * the base64 keys of `<NAME>_SECRET`.
+ */
+export type StandardHook = { kind: 'sql'; fn: string } | { kind: 'http'; url: string; secrets: readonly string[] };
 
-/** AUTH_HOOK_SEND_SMS: GoTrue's `pg-functions://<db>/<schema>/<function>` or an https URL (http on loopback) with AUTH_HOOK_SEND_SMS_SECRET `v1,whsec_<base64>` (several joined by `|`). */
-function sendSmsHook(env: Env): SendSmsHook | null {
-  const v = str(env, 'AUTH_HOOK_SEND_SMS');
+/**
+ * What each hook takes, as it always has: the email hook also takes `schema.function` and
+ * checks its secret whenever it is set; the SMS hook names a malformed `pg-functions:` form.
+ * The start-up errors keep their words.
+ */
+const HOOK_FORMS = {
+  AUTH_HOOK_SEND_EMAIL: {
+    dotted: true,
+    secretAlways: true,
+    secretPattern: /^v1,whsec_[A-Za-z0-9+/=]{24,}$/,
+    badFunction: null,
+    badSecret: 'must be v1,whsec_<base64> (several separated by |)',
+    noSecret: 'is required with an AUTH_HOOK_SEND_EMAIL URL',
+  },
+  AUTH_HOOK_SEND_SMS: {
+    dotted: false,
+    secretAlways: false,
+    secretPattern: /^v1,whsec_[A-Za-z0-9+/]{16,}={0,2}$/,
+    badFunction: 'must be pg-functions://<database>/<schema>/<function> (lower-case identifiers)',
+    badSecret: 'is required with an http(s) AUTH_HOOK_SEND_SMS: v1,whsec_<base64> (several joined by |)',
+    noSecret: 'is required with an http(s) AUTH_HOOK_SEND_SMS: v1,whsec_<base64> (several joined by |)',
+  },
+} as const;
+
+const IDENT = '([a-z_][a-z0-9_$]{0,62})';
+const PG_FUNCTIONS = new RegExp(`^pg-functions://[^/]+/${IDENT}/${IDENT}$`);
+const DOTTED = new RegExp(`^${IDENT}\\.${IDENT}$`);
+
+/**
+ * A hook setting, as GoTrue takes it: `pg-functions://<db>/<schema>/<function>`, or an https
+ * URL (http on loopback) with `<name>_SECRET`: one or more `v1,whsec_<base64>` joined by `|`,
+ * kept as the keys after `whsec_`.
+ */
+export function standardHook(env: Env, name: keyof typeof HOOK_FORMS): StandardHook | null {
+  const form = HOOK_FORMS[name];
+  const secretName = `${name}_SECRET`;
+  const secrets = (str(env, secretName) ?? '').split('|').map((x) => x.trim()).filter((x) => x !== '');
+  const checkSecrets = (): void => {
+    if (!secrets.every((x) => form.secretPattern.test(x))) throw new ConfigError(secretName, form.badSecret);
+  };
+  if (form.secretAlways) checkSecrets();
+  const v = str(env, name);
   if (v === undefined) return null;
-  const fn = /^pg-functions:\/\/[^/]+\/([a-z_][a-z0-9_$]{0,62})\/([a-z_][a-z0-9_$]{0,62})$/.exec(v);
-  if (fn) return { kind: 'sql', fn: `${fn[1]}.${fn[2]}` };
-  if (v.startsWith('pg-functions:')) throw new ConfigError('AUTH_HOOK_SEND_SMS', 'must be pg-functions://<database>/<schema>/<function> (lower-case identifiers)');
-  const hookUrl = url(env, 'AUTH_HOOK_SEND_SMS', { httpOnlyLoopback: true }) as string;
-  const secrets = (str(env, 'AUTH_HOOK_SEND_SMS_SECRET') ?? '').split('|').map((x) => x.trim()).filter((x) => x !== '');
-  if (secrets.length === 0 || !secrets.every((x) => /^v1,whsec_[A-Za-z0-9+/]{16,}={0,2}$/.test(x))) {
-    throw new ConfigError('AUTH_HOOK_SEND_SMS_SECRET', 'is required with an http(s) AUTH_HOOK_SEND_SMS: v1,whsec_<base64> (several joined by |)');
-  }
+  const fn = PG_FUNCTIONS.exec(v) ?? (form.dotted ? DOTTED.exec(v) : null);
+  if (fn !== null) return { kind: 'sql', fn: `${fn[1]}.${fn[2]}` };
+  if (form.badFunction !== null && v.startsWith('pg-functions:')) throw new ConfigError(name, form.badFunction);
+  const hookUrl = url(env, name, { httpOnlyLoopback: true })!;
+  if (secrets.length === 0) throw new ConfigError(secretName, form.noSecret);
+  checkSecrets();
   return { kind: 'http', url: hookUrl, secrets: Object.freeze(secrets.map((x) => x.slice('v1,whsec_'.length))) };
 }
 
@@ -129,19 +170,6 @@ function hostName(env: Env, name: string): string | null {
   const v = str(env, name);
   if (v !== undefined && !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i.test(v)) throw new ConfigError(name, 'must be a host name such as example.com');
   return v?.toLowerCase() ?? null;
-}
-
-/** AUTH_HOOK_SEND_EMAIL: GoTrue's `pg-functions://<db>/<schema>/<function>` (or `schema.function`), or an https:// URL (http:// to loopback) with its secret. */
-function sendEmailHook(env: Env): { authHookSendEmail: { kind: 'sql'; fn: string } | { kind: 'http'; url: string } | null; authHookSendEmailSecrets: readonly string[] } {
-  const v = str(env, 'AUTH_HOOK_SEND_EMAIL');
-  const secrets = (str(env, 'AUTH_HOOK_SEND_EMAIL_SECRET') ?? '').split('|').map((x) => x.trim()).filter((x) => x !== '');
-  if (secrets.some((x) => !/^v1,whsec_[A-Za-z0-9+/=]{24,}$/.test(x))) throw new ConfigError('AUTH_HOOK_SEND_EMAIL_SECRET', 'must be v1,whsec_<base64> (several separated by |)');
-  if (v === undefined) return { authHookSendEmail: null, authHookSendEmailSecrets: secrets };
-  const fn = /^pg-functions:\/\/[^/]+\/([a-z_][a-z0-9_$]{0,62})\/([a-z_][a-z0-9_$]{0,62})$/.exec(v) ?? /^([a-z_][a-z0-9_$]{0,62})\.([a-z_][a-z0-9_$]{0,62})$/.exec(v);
-  if (fn !== null) return { authHookSendEmail: { kind: 'sql', fn: `${fn[1]}.${fn[2]}` }, authHookSendEmailSecrets: secrets };
-  const u = url(env, 'AUTH_HOOK_SEND_EMAIL', { httpOnlyLoopback: true })!;
-  if (secrets.length === 0) throw new ConfigError('AUTH_HOOK_SEND_EMAIL_SECRET', 'is required with an AUTH_HOOK_SEND_EMAIL URL');
-  return { authHookSendEmail: { kind: 'http', url: u }, authHookSendEmailSecrets: secrets };
 }
 
 export function authSettings(env: Env) {
@@ -168,8 +196,8 @@ export function authSettings(env: Env) {
       (str(env, 'AUTH_PASSKEY_ORIGINS') ?? '').split(',').map((v) => v.trim()).filter((v) => v !== '').map((v) => new URL(url({ AUTH_PASSKEY_ORIGINS: v }, 'AUTH_PASSKEY_ORIGINS')!).origin),
     ),
     authTemplatesDir: { path: resolve(str(env, 'AUTH_TEMPLATES_DIR') ?? 'templates/auth'), required: str(env, 'AUTH_TEMPLATES_DIR') !== undefined },
-    ...sendEmailHook(env),
-    authHookSendSms: sendSmsHook(env),
+    authHookSendEmail: standardHook(env, 'AUTH_HOOK_SEND_EMAIL'),
+    authHookSendSms: standardHook(env, 'AUTH_HOOK_SEND_SMS'),
     smsRateLimitPerHour: int(env, 'SMS_RATE_LIMIT_PER_HOUR', 5, 0, 10000),
   };
 }
