@@ -7,7 +7,7 @@
  */
 import t from 'tap';
 import { pino } from 'pino';
-import { Listener } from '../../src/core/listener.ts';
+import { ConnectionListener } from '../../src/core/listener.ts';
 import { startWorker } from '../../src/worker/index.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 
@@ -17,7 +17,7 @@ t.test('the worker starts at its defaults without a warning, and runs a job', as
   const log = pino({ level: 'debug' }, { write: (chunk: string) => lines.push(JSON.parse(chunk)) });
   let done!: (payload: unknown) => void;
   const ran = new Promise((r) => (done = r));
-  const listener = new Listener({ url: db.url, applicationName: 'plinth-listener', log, connectTimeoutMs: 2000 });
+  const listener = new ConnectionListener({ url: db.url, applicationName: 'plinth-listener', log, connectTimeoutMs: 2000 });
   const worker = await startWorker({ databaseUrl: db.url, log, listener, tasks: { plinth_test_echo: async (payload) => done(payload) } });
   t.teardown(async () => {
     await worker.stop();
