@@ -192,12 +192,16 @@ async function startBackups(onTaken: (seconds: number) => void): Promise<void> {
 /** The primary of WORKERS processes: the port (a free one for PORT=0) decided here, then the processes, then one banner. */
 async function startWorkers(databaseUrl: string): Promise<void> {
   const { startWorkerSet } = await import('./core/cluster.ts');
+  const { ConnectionListener } = await import('./core/listener.ts');
+  const { CONNECT_TIMEOUT_S } = await import('./core/lane/lanes.ts');
   const port = config.port === 0 ? await freePort(config.host) : config.port;
   const metricsPort = config.metricsPort === 0 ? await freePort(config.host) : config.metricsPort;
   const env: Record<string, string> = { DATABASE_URL: databaseUrl, PORT: String(port), MIGRATE_ON_START: 'false' };
   if (metricsPort !== null) env.METRICS_PORT = String(metricsPort);
   log.info({ workers: config.workers, port }, `starting ${config.workers} service processes on port ${port}`);
-  const set = await startWorkerSet({ workers: config.workers, log, env });
+  // The instance's one LISTEN connection, here: the processes hear their channels through it (src/core/cluster-listener.ts).
+  const listener = new ConnectionListener({ url: config.databaseDirectUrl ?? databaseUrl, applicationName: 'plinth-listener', log, connectTimeoutMs: CONNECT_TIMEOUT_S * 1000 });
+  const set = await startWorkerSet({ workers: config.workers, log, env, listener });
   workerSet = set;
   await startBackups((seconds) => set.broadcast({ plinth: 'backup', seconds }));
   process.stdout.write(set.banner.join('\n') + '\n');

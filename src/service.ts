@@ -16,6 +16,7 @@ import { buildHttp, inFlightRequests, cutRequests } from './core/http.ts';
 import type { Logger } from './core/log.ts';
 import { Metrics } from './core/metrics.ts';
 import type { ClusterPlace } from './core/cluster-worker.ts';
+import { ClusterListener } from './core/cluster-listener.ts';
 import { pgErrorToAppError } from './core/errors.ts';
 import { RequestLog } from './core/request-log.ts';
 import { startWorker, type Worker } from './worker/index.ts';
@@ -90,8 +91,10 @@ interface Running {
   metricsServer: Server | null;
 }
 
-function makeParts(config: RuntimeConfig, log: Logger, databaseUrl: string, directUrl: string): Parts {
+function makeParts(config: RuntimeConfig, log: Logger, databaseUrl: string, directUrl: string, place: ClusterPlace | null): Parts {
   const db = new Db({
+    // One process of several: the instance's LISTEN connection is the primary's (src/core/cluster-listener.ts).
+    listener: place !== null ? new ClusterListener() : undefined,
     url: databaseUrl,
     directUrl,
     pooler: config.dbPooler === 'transaction',
@@ -129,6 +132,8 @@ async function startParts(app: FastifyInstance, parts: Parts, running: Running, 
   if (place !== null) {
     const tag = String(place.index);
     app.server.prependListener('request', (_req, res) => res.setHeader('x-plinth-worker', tag));
+    // A WebSocket's 101 too (an upgrade is no `request`): which process holds the socket.
+    (app as { websocketServer?: { on(e: 'headers', fn: (headers: string[]) => void): void } }).websocketServer?.on('headers', (headers) => headers.push(`x-plinth-worker: ${tag}`));
   }
   // Several processes: each binds the port itself, the kernel spreads the connections (src/core/cluster.ts).
   await app.listen({ host: config.host, port: config.port, ...(place !== null ? { exclusive: true, reusePort: true } : {}) } as { host: string; port: number });
@@ -160,7 +165,7 @@ async function startParts(app: FastifyInstance, parts: Parts, running: Running, 
 export async function startService(config: RuntimeConfig, log: Logger, opts: ServiceOptions): Promise<Service> {
   const areas = opts.areas ?? AREAS;
   const directUrl = opts.directUrl ?? config.databaseDirectUrl ?? opts.databaseUrl;
-  const parts = makeParts(config, log, opts.databaseUrl, directUrl);
+  const parts = makeParts(config, log, opts.databaseUrl, directUrl, opts.place ?? null);
   const { db, deps, lifecycle, cut } = parts;
   // OpenTelemetry is loaded only when configured: without it the request path pays nothing.
   const tracing = config.otelEndpoint !== null ? await (await import('./core/tracing.ts')).startTracing(config, log) : null;

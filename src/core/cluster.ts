@@ -11,9 +11,14 @@
  * their metrics for a scrape, replaces a process that dies (the same number: its share of the
  * connection budget and its name in the instance registry), and on SIGTERM asks them all to
  * drain, then exits 0 once every one exited 0.
+ *
+ * It also holds the instance's one LISTEN connection (src/core/cluster-listener.ts): the
+ * processes hear their channels and run their periodic statements through it, over IPC.
  */
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
+import { ListenerHub, type ListenerMessage } from './cluster-listener.ts';
+import type { ConnectionListener } from './listener.ts';
 import type { Logger } from './log.ts';
 
 /** Messages between the primary and the processes (IPC). */
@@ -23,7 +28,8 @@ export type ClusterMessage =
   | { plinth: 'collect'; id: number }
   | { plinth: 'collected'; id: number; metrics: unknown[] }
   | { plinth: 'scraped'; id: number; contentType: string; body: string }
-  | { plinth: 'backup'; seconds: number };
+  | { plinth: 'backup'; seconds: number }
+  | ListenerMessage;
 
 export function isClusterMessage(m: unknown): m is ClusterMessage {
   return typeof m === 'object' && m !== null && typeof (m as { plinth?: unknown }).plinth === 'string';
@@ -34,6 +40,8 @@ export interface WorkerSetOptions {
   log: Logger;
   /** Set in every process's environment (the resolved port, the database URL, no migrations). */
   env: Record<string, string>;
+  /** The instance's LISTEN connection, for every process; ended once they all exited. */
+  listener: ConnectionListener;
 }
 
 export interface WorkerSet {
@@ -60,6 +68,9 @@ export function startWorkerSet(o: WorkerSetOptions): Promise<WorkerSet> {
   const exitCodes: number[] = [];
   const collects = new Map<number, { got: unknown[][]; want: number; done: () => void }>();
   let nextId = 1;
+  const hub = new ListenerHub(o.listener);
+  // IPC as structured clone: the rows of a process's statement on the listener keep their types (a Date stays one).
+  cluster.setupPrimary({ serialization: 'advanced' });
 
   return new Promise<WorkerSet>((resolve, reject) => {
     const ready = new Set<number>();
@@ -68,14 +79,16 @@ export function startWorkerSet(o: WorkerSetOptions): Promise<WorkerSet> {
       byIndex.set(index, w);
       startedAt.set(index, Date.now());
       w.on('message', (m: unknown) => {
-        if (isClusterMessage(m)) void onMessage(index, w, m);
+        if (isClusterMessage(m) && !hub.handle(w, m)) void onMessage(index, w, m);
       });
       w.on('exit', (code, signal) => {
+        hub.drop(w);
         if (byIndex.get(index) === w) byIndex.delete(index);
         exitCodes.push(code ?? 1);
         if (stopping) return;
         if (starting) {
           stopAll();
+          void o.listener.end();
           reject(new Error(`service process ${index} exited during start (${signal ?? `code ${code}`})`));
           return;
         }
@@ -143,6 +156,7 @@ export function startWorkerSet(o: WorkerSetOptions): Promise<WorkerSet> {
       const before = exitCodes.length;
       stopAll();
       await Promise.all(exited);
+      await o.listener.end();
       return exitCodes.slice(before).every((c) => c === 0);
     };
 

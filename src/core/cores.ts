@@ -6,12 +6,11 @@
  * affinity mask), lowered by a cgroup v2 CPU quota (/sys/fs/cgroup/cpu.max, `quota period`,
  * rounded up: a container limited to 1.5 CPUs runs 2 processes).
  *
- * The budget: each process holds one listener connection besides its request connections,
- * and the job worker runs in the first process only. So that an instance still holds at most
- * DB_POOL_SIZE + 2 connections (docs/operations.md), the N − 1 extra listeners are taken from
- * DB_POOL_SIZE: the N processes share DB_POOL_SIZE − (N − 1) request connections, the first
- * ones one more when it does not divide evenly. Each needs at least one: WORKERS is at most
- * (DB_POOL_SIZE + 1) / 2 (`auto` is capped there).
+ * The budget: the instance's one LISTEN connection is the primary's (src/core/cluster-listener.ts)
+ * and the job worker runs in the first process only, so an instance holds at most
+ * DB_POOL_SIZE + 2 connections (docs/operations.md) whatever WORKERS is: the N processes share
+ * the DB_POOL_SIZE request connections, the first ones one more when it does not divide
+ * evenly. Each needs at least one: WORKERS is at most DB_POOL_SIZE (`auto` is capped there).
  */
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -44,9 +43,9 @@ export function machineCores(): number {
   return Math.max(1, limit === null ? cores : Math.min(cores, limit));
 }
 
-/** The most processes DB_POOL_SIZE allows: each needs its listener plus one request connection. */
+/** The most processes DB_POOL_SIZE allows: each needs one request connection. */
 export function maxWorkersFor(poolSize: number): number {
-  return Math.max(1, Math.floor((poolSize + 1) / 2));
+  return Math.max(1, poolSize);
 }
 
 /** WORKERS as a number of processes, or the problem with it (ConfigError's text). */
@@ -56,13 +55,12 @@ export function parseWorkers(value: string | undefined, poolSize: number, cores:
   if (value === 'auto') return Math.min(cores(), most, MAX_WORKERS);
   if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_WORKERS) return `must be auto or a whole number from 1 to ${MAX_WORKERS}`;
   const n = Number(value);
-  if (n > most) return `is ${n}, more than DB_POOL_SIZE=${poolSize} allows (at most ${most}: each process holds a listener connection and at least one request connection); raise DB_POOL_SIZE`;
+  if (n > most) return `is ${n}, more than DB_POOL_SIZE=${poolSize} allows (at most ${most}: each process holds at least one request connection); raise DB_POOL_SIZE`;
   return n;
 }
 
-/** The request connections of process `index` (1-based) of `workers`: DB_POOL_SIZE − (workers − 1), split as evenly as it goes, the first ones one more. */
+/** The request connections of process `index` (1-based) of `workers`: DB_POOL_SIZE split as evenly as it goes, the first ones one more. */
 export function requestShare(poolSize: number, workers: number, index: number): number {
   if (workers <= 1) return poolSize;
-  const total = poolSize - (workers - 1);
-  return Math.floor(total / workers) + (index <= total % workers ? 1 : 0);
+  return Math.floor(poolSize / workers) + (index <= poolSize % workers ? 1 : 0);
 }

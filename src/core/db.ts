@@ -22,7 +22,7 @@ import { CLAIMS_SQL } from './lane/client.ts';
 import { ConnectionBudget } from './lane/budget.ts';
 import { LaneError } from './lane/client.ts';
 import { budgetedPool, CONNECT_TIMEOUT_S, RoleLanes, reconnectBackoff, type Sql } from './lane/lanes.ts';
-import { Listener } from './listener.ts';
+import { ConnectionListener, type Listener } from './listener.ts';
 import { nextReplica, Replica, replicaFailed } from './replicas.ts';
 import { laneSql, type LaneQuery, type LaneSql, type Row, type Rows } from './lane/sql.ts';
 
@@ -109,6 +109,8 @@ export interface DbOptions {
   pooler?: boolean;
   /** PostgreSQL itself, for the listener (LISTEN needs a session) when `url` is a pooler (default: `url`). */
   directUrl?: string;
+  /** The listener to use (one process of several: the primary's, over IPC); default: a connection of this instance's own. */
+  listener?: Listener;
   /** DATABASE_READ_URL: streaming replicas for reads (`withContext(…, { read: true })`), round-robin. */
   readUrls?: readonly string[];
   /** REPLICA_MAX_LAG_MS: a replica further behind is skipped (default 1 s). */
@@ -138,7 +140,7 @@ export class Db {
   private readonly replicaTurn = { n: 0 };
   /** Every request connection of this instance is taken from it. */
   readonly budget: ConnectionBudget;
-  /** LISTEN and periodic work: one connection outside the budget. */
+  /** LISTEN and periodic work: one connection outside the budget (under WORKERS > 1, the primary's). */
   readonly listener: Listener;
   private readonly opts: DbOptions;
   private readonly log: Logger;
@@ -173,12 +175,14 @@ export class Db {
       });
     this.sql = ownerPool(opts.poolSize);
     this.background = ownerPool(Math.min(2, opts.poolSize));
-    this.listener = new Listener({
-      url: opts.directUrl ?? opts.url,
-      applicationName: `${opts.applicationName ?? 'plinth'}-listener`,
-      log: opts.log,
-      connectTimeoutMs: CONNECT_TIMEOUT_S * 1000,
-    });
+    this.listener =
+      opts.listener ??
+      new ConnectionListener({
+        url: opts.directUrl ?? opts.url,
+        applicationName: `${opts.applicationName ?? 'plinth'}-listener`,
+        log: opts.log,
+        connectTimeoutMs: CONNECT_TIMEOUT_S * 1000,
+      });
     this.requestApplicationName = `${opts.applicationName ?? 'plinth'}-requests-${randomBytes(4).toString('hex')}`;
     this.replicas = (opts.readUrls ?? []).map(
       (url) =>

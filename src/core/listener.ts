@@ -1,9 +1,13 @@
 /**
  * The instance's one background connection (outside the request budget): LISTEN for every
  * channel the instance hears (cache reloads, live deltas, broadcast, and graphile-worker's
- * `jobs:insert`, which the worker's pool borrows it for), and the periodic statements
- * (heartbeats, the sweep of dead instances), so that periodic work never keeps a request
- * connection from idling out.
+ * `jobs:insert`, src/worker/index.ts), and the periodic statements (heartbeats, the sweep of
+ * dead instances), so that periodic work never keeps a request connection from idling out.
+ *
+ * `Listener` is what the service uses; two kinds implement it. `ConnectionListener` holds
+ * the connection: the service's own when it runs alone, the primary's under WORKERS > 1.
+ * There each service process has a `ClusterListener` (src/core/cluster-listener.ts) that
+ * asks the primary's over IPC, so an instance holds one LISTEN connection whatever WORKERS is.
  *
  * It reconnects by itself with the lanes' backoff; after each reconnection it listens again
  * to every channel and calls each `onlisten`, which is how a gap (notifications possibly
@@ -30,7 +34,23 @@ function quoteIdent(name: string): string {
   return '"' + name.replace(/"/g, '""') + '"';
 }
 
-export class Listener {
+/** What the service's areas use of the instance's background connection. */
+export interface Listener {
+  /** true while the LISTEN connection is up. */
+  readonly connected: boolean;
+  /**
+   * Hear `channel`: `fn` gets each payload; `onlisten` is called once the LISTEN is in
+   * place, and again after every reconnection (notifications may have been missed
+   * meanwhile). Resolves when listening (it waits for the database as long as it takes).
+   */
+  listen(channel: string, fn: (payload: string) => void, onlisten?: () => void): Promise<{ unlisten(): Promise<void> }>;
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]>;
+  /** Stop listening; no reconnection after this. */
+  end(): Promise<void>;
+}
+
+/** The listener that holds the connection. */
+export class ConnectionListener implements Listener {
   private readonly o: ListenerOptions;
   private client: pg.Client | null = null;
   private connecting: Promise<pg.Client> | null = null;
@@ -38,9 +58,19 @@ export class Listener {
   private failures = 0;
   private queue: Promise<void> = Promise.resolve();
   private ended = false;
+  private readonly watchers = new Set<(connected: boolean) => void>();
 
   constructor(o: ListenerOptions) {
     this.o = o;
+  }
+
+  /** `fn(connected)` whenever the connection comes (before the `onlisten` calls) or goes. */
+  watch(fn: (connected: boolean) => void): void {
+    this.watchers.add(fn);
+  }
+
+  private tell(connected: boolean): void {
+    for (const fn of this.watchers) fn(connected);
   }
 
   /** true while the connection is up. */
@@ -49,7 +79,7 @@ export class Listener {
   }
 
   /** The connection, opened (after the backoff, while it fails) when there is none. */
-  connection(): Promise<pg.Client> {
+  private connection(): Promise<pg.Client> {
     if (this.client) return Promise.resolve(this.client);
     if (this.ended) return Promise.reject(new Error('the listener has ended'));
     this.connecting ??= (async () => {
@@ -119,6 +149,7 @@ export class Listener {
       if (this.client !== client) return;
       this.client = null;
       if (this.ended) return;
+      this.tell(false);
       this.o.log.warn('listener connection lost; reconnecting');
       // Reconnect at once when something listens (the backoff spaces failed attempts).
       if (this.channels.size > 0) this.connection().catch(() => {});
@@ -135,15 +166,11 @@ export class Listener {
     }
     this.failures = 0;
     this.client = client;
+    this.tell(true);
     for (const ls of this.channels.values()) for (const l of ls) l.onlisten?.();
     return client;
   }
 
-  /**
-   * Hear `channel`: `fn` gets each payload; `onlisten` is called once the LISTEN is in
-   * place, and again after every reconnection. Resolves when listening (it waits for the
-   * database as long as it takes).
-   */
   async listen(channel: string, fn: (payload: string) => void, onlisten?: () => void): Promise<{ unlisten(): Promise<void> }> {
     const entry: Listening = { fn, onlisten };
     let set = this.channels.get(channel);
@@ -177,7 +204,6 @@ export class Listener {
     return { unlisten };
   }
 
-  /** A statement on the background connection (periodic work), as the owner. */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
     return this.serial(async () => {
       const client = await this.connection();

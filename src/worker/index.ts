@@ -19,16 +19,59 @@ export interface WorkerOptions {
   maxPoolSize?: number;
   /** Jobs running, completed and failed are counted here; queued jobs are counted from the table, at most every 10 s. */
   metrics?: Metrics;
-  /** The instance's listener: graphile-worker's LISTEN (`jobs:insert`) shares its connection. */
+  /** The instance's listener: graphile-worker's LISTEN (`jobs:insert`) goes through it. */
   listener: Listener;
 }
 
 /**
+ * What graphile-worker's `listenForChanges` is handed instead of a connection of its own:
+ * its `LISTEN "jobs:insert"; LISTEN "worker:migrate"` (and the UNLISTENs when it stops) go
+ * to the instance's listener, whose notifications it gets as a client's `notification`
+ * events. So the worker holds no LISTEN connection besides the instance's one, the same
+ * whether that connection is this process's or, under WORKERS > 1, the primary's
+ * (src/core/cluster-listener.ts). It never emits `error`: the listener reconnects and
+ * listens again by itself (a job added meanwhile is found by the worker's poll).
+ */
+export class ListenClient extends EventEmitter {
+  private readonly listener: Listener;
+  private readonly handles = new Map<string, Promise<{ unlisten(): Promise<void> } | null>>();
+
+  constructor(listener: Listener) {
+    super();
+    this.listener = listener;
+  }
+
+  /** Only LISTEN and UNLISTEN of quoted channels, `;`-separated: what graphile-worker sends. */
+  async query(text: string): Promise<{ rows: never[] }> {
+    const statements = text
+      .split(';')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+    const parsed = statements.map((s) => /^(UN)?LISTEN\s+"([^"]+)"$/i.exec(s));
+    if (parsed.some((m) => m === null)) throw new Error(`not a LISTEN or UNLISTEN for the shared listener: ${text}`);
+    await Promise.all(
+      parsed.map(async (m) => {
+        const [, un, channel] = m!;
+        if (un === undefined) {
+          if (this.handles.has(channel)) return;
+          const h = this.listener.listen(channel, (payload) => this.emit('notification', { channel, payload, processId: 0 })).catch(() => null);
+          this.handles.set(channel, h);
+          await h;
+        } else {
+          const h = this.handles.get(channel);
+          this.handles.delete(channel);
+          await (await h)?.unlisten();
+        }
+      }),
+    );
+    return { rows: [] };
+  }
+}
+
+/**
  * graphile-worker's pool: its statements on connections of its own; the one connection it
- * holds for LISTEN (taken by its `listenForChanges` callback; pg-pool's own `query` takes
- * connections with a callback too) is the instance's listener connection, lent and never
- * closed by it. Lost, graphile-worker takes it again after
- * its backoff, and gets the listener's next connection.
+ * would hold for LISTEN (taken by its `listenForChanges` callback; pg-pool's own `query`
+ * takes connections with a callback too) is a `ListenClient` on the instance's listener.
  */
 class SharedListenPool extends pg.Pool {
   private readonly listener: Listener;
@@ -43,10 +86,8 @@ class SharedListenPool extends pg.Pool {
   override connect(callback?: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void): Promise<pg.PoolClient> | void {
     if (callback === undefined) return super.connect();
     if (callback.name !== 'listenForChanges') return super.connect(callback as never);
-    this.listener.connection().then(
-      (client) => callback(undefined, client as pg.PoolClient, () => {}),
-      (err: unknown) => callback(err as Error, undefined, () => {}),
-    );
+    // Later, as a pool hands a connection (graphile-worker expects its callback asynchronous).
+    queueMicrotask(() => callback(undefined, new ListenClient(this.listener) as unknown as pg.PoolClient, () => {}));
   }
 }
 

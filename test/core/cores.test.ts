@@ -19,15 +19,16 @@ t.test('WORKERS', async (t) => {
   t.equal(parseWorkers(undefined, 10), 1, 'default 1');
   t.equal(parseWorkers('3', 10), 3);
   t.equal(parseWorkers('auto', 10, () => 4), 4, 'auto: the cores');
-  t.equal(parseWorkers('auto', 10, () => 64), 5, 'auto: capped by DB_POOL_SIZE (each process: a listener and a request connection)');
+  t.equal(parseWorkers('auto', 10, () => 64), 10, 'auto: capped by DB_POOL_SIZE (each process: a request connection)');
   t.equal(maxWorkersFor(1), 1);
-  t.match(parseWorkers('6', 10), /more than DB_POOL_SIZE=10 allows \(at most 5/, 'too many for the budget');
+  t.equal(parseWorkers('10', 10), 10, 'as many as DB_POOL_SIZE');
+  t.match(parseWorkers('11', 10), /more than DB_POOL_SIZE=10 allows \(at most 10/, 'too many for the budget');
   for (const bad of ['0', '-1', 'two', '1.5', '257']) t.match(parseWorkers(bad, 1000), /must be auto or a whole number/, bad);
   t.throws(() => parseConfig({ WORKERS: '0' }), /invalid configuration: WORKERS must be auto or a whole number from 1 to 256/);
   t.equal(parseConfig({ WORKERS: '2' }).workers, 2);
 });
 
-t.test('the split of DB_POOL_SIZE: the processes with their listeners stay within it', async (t) => {
+t.test('the split of DB_POOL_SIZE: the processes share it (the one listener is the primary\'s)', async (t) => {
   for (const [pool, n] of [
     [10, 1],
     [10, 2],
@@ -35,12 +36,14 @@ t.test('the split of DB_POOL_SIZE: the processes with their listeners stay withi
     [10, 5],
     [4, 2],
     [3, 2],
+    [3, 3],
     [1000, 7],
   ]) {
     const shares = Array.from({ length: n }, (_, i) => requestShare(pool, n, i + 1));
     const total = shares.reduce((a, b) => a + b, 0);
-    t.equal(total + (n - 1), pool, `${pool} over ${n}: ${shares.join('+')} request connections + ${n - 1} more listeners`);
+    t.equal(total, pool, `${pool} over ${n}: ${shares.join('+')} request connections`);
     t.ok(Math.max(...shares) - Math.min(...shares) <= 1 && Math.min(...shares) >= 1, 'even, each at least one');
   }
-  t.same([1, 2].map((i) => requestShare(10, 2, i)), [5, 4], 'the first process the one more');
+  t.same([1, 2].map((i) => requestShare(10, 2, i)), [5, 5], 'an even split');
+  t.same([1, 2, 3].map((i) => requestShare(10, 3, i)), [4, 3, 3], 'the first process the one more');
 });

@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { pino } from 'pino';
-import { Listener } from '../../src/core/listener.ts';
+import { ConnectionListener } from '../../src/core/listener.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 
 t.test('LISTEN and UNLISTEN during a background statement: in turn, heard, no warning', async (t) => {
@@ -14,7 +14,7 @@ t.test('LISTEN and UNLISTEN during a background statement: in turn, heard, no wa
   const warnings: string[] = [];
   const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
   process.on('warning', onWarning);
-  const listener = new Listener({ url: db.url, applicationName: 'plinth-listener', log: pino({ level: 'silent' }), connectTimeoutMs: 2000 });
+  const listener = new ConnectionListener({ url: db.url, applicationName: 'plinth-listener', log: pino({ level: 'silent' }), connectTimeoutMs: 2000 });
   t.teardown(async () => {
     process.off('warning', onWarning);
     await listener.end();

@@ -7,8 +7,8 @@
  */
 import t from 'tap';
 import { pino } from 'pino';
-import { Listener } from '../../src/core/listener.ts';
-import { startWorker } from '../../src/worker/index.ts';
+import { ConnectionListener } from '../../src/core/listener.ts';
+import { ListenClient, startWorker } from '../../src/worker/index.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 
 t.test('the worker starts at its defaults without a warning, and runs a job', async (t) => {
@@ -17,7 +17,7 @@ t.test('the worker starts at its defaults without a warning, and runs a job', as
   const log = pino({ level: 'debug' }, { write: (chunk: string) => lines.push(JSON.parse(chunk)) });
   let done!: (payload: unknown) => void;
   const ran = new Promise((r) => (done = r));
-  const listener = new Listener({ url: db.url, applicationName: 'plinth-listener', log, connectTimeoutMs: 2000 });
+  const listener = new ConnectionListener({ url: db.url, applicationName: 'plinth-listener', log, connectTimeoutMs: 2000 });
   const worker = await startWorker({ databaseUrl: db.url, log, listener, tasks: { plinth_test_echo: async (payload) => done(payload) } });
   t.teardown(async () => {
     await worker.stop();
@@ -29,4 +29,29 @@ t.test('the worker starts at its defaults without a warning, and runs a job', as
   clearTimeout(timeout);
   t.same(lines.filter((l) => l.level >= 40).map((l) => l.msg), [], 'nothing at warn or above');
   t.ok(lines.some((l) => l.level === 20 && /maxPoolSize \(1\) smaller than concurrency \(64\)/.test(l.msg)), 'the pool advice, at debug');
+});
+
+t.test("graphile-worker's LISTEN goes through the instance's listener (ListenClient)", async (t) => {
+  const db = await createTestDatabase(t);
+  const listener = new ConnectionListener({ url: db.url, applicationName: 'plinth-listener', log: pino({ level: 'silent' }), connectTimeoutMs: 2000 });
+  t.teardown(() => listener.end());
+  const client = new ListenClient(listener);
+  const heard: { channel: string; payload: string }[] = [];
+  client.on('notification', (m: { channel: string; payload: string }) => heard.push({ channel: m.channel, payload: m.payload }));
+  // What graphile-worker sends on the connection it is handed.
+  await client.query('LISTEN "jobs:insert"; LISTEN "worker:migrate";');
+  const channels = async () =>
+    (await listener.query<{ channels: string[] }>('select array(select pg_catalog.pg_listening_channels() order by 1) as channels'))[0].channels;
+  t.same(await channels(), ['jobs:insert', 'worker:migrate'], 'both channels listened to on the listener connection');
+  await db.sql`select graphile_worker.add_job('plinth_test_echo', '{}'::json)`;
+  const until = Date.now() + 20_000;
+  while (heard.length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+  t.same(
+    heard.map((h) => h.channel),
+    ['jobs:insert'],
+    'add_job notification heard as a client notification',
+  );
+  await client.query('UNLISTEN "jobs:insert"; UNLISTEN "worker:migrate";');
+  t.same(await channels(), [], 'UNLISTEN took them away');
+  await t.rejects(client.query('select 1'), /not a LISTEN or UNLISTEN/, 'any other statement is refused');
 });

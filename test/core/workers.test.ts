@@ -5,6 +5,13 @@
  * + 1 for a request connection's backend still exiting, whatever the load), /metrics sums the
  * processes and lists them, a killed process is replaced while the port goes on answering,
  * and SIGTERM drains a call in flight and exits 0 with every process gone.
+ *
+ * One LISTEN connection for the instance (src/core/cluster-listener.ts): pg_stat_activity
+ * shows one `plinth-listener`; a catalog reload, a live query's delta and a broadcast reach
+ * both processes through it; cut away (DATABASE_DIRECT_URL goes through a TCP proxy) it
+ * comes back, and both processes notice the gap (an overflow for the delta they missed) and
+ * hear again; terminated, it reconnects and they hear again; a replaced process hears its
+ * channels again.
  */
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -15,7 +22,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/core/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
-import { TEST_JWT_SECRET } from '../helpers/app.ts';
+import { TEST_JWT_SECRET, type TestApp } from '../helpers/app.ts';
+import { startProxy } from '../helpers/proxy.ts';
+import { open, type LiveClient } from '../live/helpers.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const POOL = 4;
@@ -29,7 +38,7 @@ interface Running {
   exited: Promise<number | null>;
 }
 
-async function start(t: { teardown(fn: () => unknown): void }, db: TestDatabase): Promise<Running> {
+async function start(t: { teardown(fn: () => unknown): void }, db: TestDatabase, extraEnv: Record<string, string> = {}): Promise<Running> {
   const dataDir = mkdtempSync(join(tmpdir(), 'plinth-workers-'));
   const child = spawn(process.execPath, [MAIN], {
     env: {
@@ -46,6 +55,7 @@ async function start(t: { teardown(fn: () => unknown): void }, db: TestDatabase)
       LOG_LEVEL: 'info',
       SHUTDOWN_GRACE_MS: '0',
       SHUTDOWN_TIMEOUT_MS: '20000',
+      ...extraEnv,
     },
   });
   let out = '';
@@ -104,6 +114,54 @@ async function connections(db: TestDatabase): Promise<number> {
   return r.n;
 }
 
+/** The backends of the instance's LISTEN connection(s) on this database. */
+async function listenerPids(db: TestDatabase): Promise<number[]> {
+  const rows = await db.sql<{ pid: number }[]>`
+    select pid from pg_catalog.pg_stat_activity where datname = current_database() and application_name = 'plinth-listener' order by pid`;
+  return rows.map((r) => r.pid);
+}
+
+/** A live socket on /ws/room on process `worker` (new connections until the kernel hands one to it). */
+async function socketOn(app: Running, worker: string): Promise<LiveClient> {
+  for (let i = 0; i < 200; i++) {
+    const c = await open({ url: app.url } as TestApp, '/ws/room', { query: { apikey: app.anonKey } });
+    if (c.upgradeHeaders['x-plinth-worker'] === worker) {
+      await c.next((m) => typeof m.client_id === 'string', 20_000);
+      return c;
+    }
+    c.ws.terminate();
+  }
+  throw new Error(`no socket on process ${worker}`);
+}
+
+/** `send` until `to` hears a broadcast whose payload is `tag` (a LISTEN after a reconnection follows the connection by a moment). */
+async function broadcastHeard(from: LiveClient, to: LiveClient, tag: string, ms = 60_000): Promise<void> {
+  const until = Date.now() + ms;
+  for (;;) {
+    from.send({ type: 'broadcast', payload: tag });
+    try {
+      await to.next((m) => m.type === 'broadcast' && m.payload === tag, 2000);
+      return;
+    } catch (err) {
+      if (Date.now() > until) throw err;
+    }
+  }
+}
+
+/** Fresh GETs of `path` until every process in `workers` answered `status`; what each last answered. */
+async function answeredBy(app: Running, path: string, status: number, workers: string[], ms = 60_000): Promise<void> {
+  const seen = new Map<string, number>();
+  await waitFor(
+    async () => {
+      const r = await getFresh(app.url + path, { apikey: app.anonKey });
+      seen.set(r.worker, r.status);
+      return workers.every((w) => seen.get(w) === status);
+    },
+    ms,
+    () => `${path}: not ${status} from processes ${workers.join(', ')}: ${JSON.stringify(Object.fromEntries(seen))}`,
+  );
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -119,7 +177,12 @@ t.test('WORKERS=2', { timeout: 240_000 }, async (t) => {
     create function public.slow(s float8) returns int language sql as 'select pg_sleep(s); select 1';
     grant execute on function public.slow(float8) to anon, authenticated, service_role;
   `).simple();
-  const app = await start(t, db);
+  // The listener (and the job worker) reach PostgreSQL through a proxy the test can cut.
+  const u = new URL(db.url);
+  const proxy = await startProxy(u.hostname, Number(u.port));
+  t.teardown(() => proxy.close());
+  u.port = String(proxy.port);
+  const app = await start(t, db, { DATABASE_DIRECT_URL: u.toString() });
 
   t.equal(app.stdout().match(/plinth listening on /g)?.length, 1, 'one start banner');
 
@@ -156,6 +219,81 @@ t.test('WORKERS=2', { timeout: 240_000 }, async (t) => {
     const [w] = await db.sql<{ n: number }[]>`
       select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'plinth-worker'`;
     t.equal(w.n, 1, 'one job worker connection');
+  });
+
+  await t.test('one LISTEN connection for the instance, in the parent', async (t) => {
+    // Both processes answered /health above: each has started its areas, which listen, and pinged through the listener.
+    await waitFor(async () => (await listenerPids(db)).length > 0, 30_000, () => 'no listener connection');
+    t.equal((await listenerPids(db)).length, 1, 'one plinth-listener backend for two service processes');
+  });
+
+  await t.test('a catalog reload reaches both processes', async (t) => {
+    await answeredBy(app, '/rest/v1/fresh_items', 404, ['1', '2']);
+    t.pass('both processes answer 404 for a table not created yet');
+    // DDL notifies plinth_cache/rest (sql/fixtures/rest/ddl_notify.sql): one NOTIFY, heard through the one connection.
+    await db.sql.unsafe(`create table public.fresh_items (id int primary key);
+      grant select on public.fresh_items to anon; insert into public.fresh_items values (1)`).simple();
+    await answeredBy(app, '/rest/v1/fresh_items', 200, ['1', '2']);
+    t.pass('both processes reloaded their catalog and serve the new table');
+  });
+
+  let c1!: LiveClient;
+  let c2!: LiveClient;
+  await t.test('a live delta and a broadcast reach sockets on both processes', async (t) => {
+    await db.sql.unsafe(`create table public.msgs (id int primary key, body text);
+      select live.subscribe('room', 'select id, body from msgs');`);
+    c1 = await socketOn(app, '1');
+    c2 = await socketOn(app, '2');
+    await db.sql`insert into public.msgs values (1, 'hi')`;
+    const delta = { query_id: 'room', seq: 1, inserted: [{ id: 1, body: 'hi' }], deleted: [] };
+    t.same(await c1.next((m) => m.query_id === 'room', 20_000), delta, 'the delta on process 1');
+    t.same(await c2.next((m) => m.query_id === 'room', 20_000), delta, 'and on process 2');
+    await broadcastHeard(c1, c2, 'one to two', 20_000);
+    await broadcastHeard(c2, c1, 'two to one', 20_000);
+    t.pass('a broadcast from either process reaches the other');
+  });
+
+  await t.test('the listener connection cut away: every process notices the gap once it is back, and hears again', async (t) => {
+    proxy.cut();
+    await waitFor(async () => (await listenerPids(db)).length === 0, 30_000, () => 'the listener connection is still there');
+    // Both processes know it is away: /health pings through it.
+    await answeredBy(app, '/health', 503, ['1', '2']);
+    t.pass('both processes answer /health 503 while it is away');
+    await db.sql`insert into public.msgs values (2, 'missed')`;
+    // The delta is published (its seq moves) while nothing listens: both processes miss it.
+    await waitFor(async () => (await db.sql<{ seq: string }[]>`select seq::text from live_private.subscriptions where query_id = 'room'`)[0].seq === '2', 30_000, () => 'the delta not published');
+    proxy.restore();
+    const overflow = { type: 'overflow', query_id: 'room', seq: 2, fetch: true };
+    t.same(await c1.next((m) => m.query_id === 'room', 30_000), overflow, 'process 1 noticed the gap: an overflow');
+    t.same(await c2.next((m) => m.query_id === 'room', 30_000), overflow, 'process 2 too');
+    await db.sql`insert into public.msgs values (3, 'after')`;
+    const delta = { query_id: 'room', seq: 3, inserted: [{ id: 3, body: 'after' }], deleted: [] };
+    t.same(await c1.next((m) => m.query_id === 'room', 20_000), delta, 'deltas reach process 1 again');
+    t.same(await c2.next((m) => m.query_id === 'room', 20_000), delta, 'and process 2');
+    t.equal((await listenerPids(db)).length, 1, 'one listener connection again');
+    await answeredBy(app, '/health', 200, ['1', '2']);
+    t.pass('both processes answer /health 200 again');
+  });
+
+  await t.test('the listener connection terminated: it reconnects, and both processes hear again', async (t) => {
+    const [old] = await listenerPids(db);
+    await db.sql`select pg_catalog.pg_terminate_backend(${old})`;
+    let now: number[] = [];
+    await waitFor(
+      async () => {
+        now = await listenerPids(db);
+        return now.length === 1 && now[0] !== old;
+      },
+      30_000,
+      () => `no new listener connection: ${JSON.stringify(now)}`,
+    );
+    t.pass('a new listener connection, one');
+    await broadcastHeard(c1, c2, 'one to two again');
+    await broadcastHeard(c2, c1, 'two to one again');
+    t.pass('broadcasts reach both processes again');
+    await db.sql.unsafe(`create table public.later_items (id int primary key); grant select on public.later_items to anon`).simple();
+    await answeredBy(app, '/rest/v1/later_items', 200, ['1', '2']);
+    t.pass('a catalog reload reaches both again');
   });
 
   await t.test('/metrics sums the processes', async (t) => {
@@ -225,6 +363,17 @@ t.test('WORKERS=2', { timeout: 240_000 }, async (t) => {
       return seen.size === 2;
     });
     t.pass('both processes serve again');
+    t.equal((await listenerPids(db)).length, 1, 'still one listener connection');
+    // The new process 1 asked for its channels as it started.
+    await db.sql.unsafe(`create table public.replaced_items (id int primary key); grant select on public.replaced_items to anon`).simple();
+    await answeredBy(app, '/rest/v1/replaced_items', 200, ['1', '2']);
+    t.pass('a catalog reload reaches the new process 1');
+    const c3 = await socketOn(app, '1');
+    await broadcastHeard(c2, c3, 'to the new process 1', 20_000);
+    await broadcastHeard(c3, c2, 'from the new process 1', 20_000);
+    t.pass('broadcasts reach the new process 1 and come from it');
+    c3.close();
+    c2.close();
   });
 
   await t.test('SIGTERM drains the call in flight and exits 0, every process gone', async (t) => {
