@@ -252,14 +252,20 @@ export async function runStorageScenario(kind: 'upload' | 'download', backend: B
         alone_client_ms_per_mib: round1(perMiB(c.postgres.driver)),
       };
       extra.cpu = split;
+      note +=
+        `; CPU ms per MiB: plinth ${split.service_ms_per_mib} + its PostgreSQL ${split.service_postgres_ms_per_mib} (+ client ${split.client_ms_per_mib}), ` +
+        `bare stream ${split.bare_stream_ms_per_mib} (+ client ${split.bare_client_ms_per_mib}), PostgreSQL alone ${split.alone_postgres_ms_per_mib} (+ its client ${split.alone_client_ms_per_mib})`;
       // Below the goal with PostgreSQL alone below it too, that is the cause: the service
       // cannot send the bytes faster than the database returns them.
       if (ratio < goal && limit / rate.baseline < goal) {
         note += `; cause: PostgreSQL alone returns these bytes at ${(limit / rate.baseline).toFixed(2)} of the bare stream, below the goal ${goal}, and plinth moves ${(rate.service / limit).toFixed(2)} of that`;
+      } else if (ratio < goal && split.service_ms_per_mib > 0) {
+        // Otherwise the service's own CPU per MiB: on one core it caps what the service moves.
+        note +=
+          `; cause: the service spends ${split.service_ms_per_mib} ms of CPU per MiB (one core: at most ${(1000 / split.service_ms_per_mib).toFixed(0)} MB/s), ` +
+          `the bare stream ${split.bare_stream_ms_per_mib} ms` +
+          (kind === 'download' ? `: the rest is receiving the chunks from PostgreSQL (the client of PostgreSQL alone spends ${split.alone_client_ms_per_mib} ms on that)` : '');
       }
-      note +=
-        `; CPU ms per MiB: plinth ${split.service_ms_per_mib} + its PostgreSQL ${split.service_postgres_ms_per_mib} (+ client ${split.client_ms_per_mib}), ` +
-        `bare stream ${split.bare_stream_ms_per_mib} (+ client ${split.bare_client_ms_per_mib}), PostgreSQL alone ${split.alone_postgres_ms_per_mib} (+ its client ${split.alone_client_ms_per_mib})`;
     }
     let status: 'MISS' | undefined;
 
