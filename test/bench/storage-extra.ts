@@ -174,7 +174,12 @@ export async function runResumable(quick: boolean): Promise<CustomResult> {
     // lease taken and given back: two transactions), from PATCHes of no bytes, times the
     // PATCHes of an upload; and the ratio the bytes alone would have.
     const patches = Math.ceil(SIZE / CHUNK);
-    const emptyMs = await emptyPatchMs(url, auth, quick ? 10 : 30);
+    const nEmpty = quick ? 10 : 30;
+    const cEmpty = procCpuMs(pid);
+    const emptyMs = await emptyPatchMs(url, auth, nEmpty);
+    // The service's CPU per PATCH of no bytes (its creation and DELETE included): the fixed
+    // part of the CPU per MiB below.
+    const emptyCpuMs = (procCpuMs(pid) - cEmpty) / (nEmpty + 3);
     const fixedS = (patches * emptyMs) / 1000;
     const perUpload = total.resumable / rounds;
     const bytesOnly = SIZE / MiB / Math.max(1e-6, perUpload - fixedS);
@@ -186,7 +191,8 @@ export async function runResumable(quick: boolean): Promise<CustomResult> {
         `MB/s; ${SIZE / MiB} MiB in ${CHUNK / 1e6} MB chunks: resumable ${rate.resumable.toFixed(0)}, plain upload ${rate.plain.toFixed(0)} (ratio ${(rate.resumable / rate.plain).toFixed(2)}); ` +
         `a PATCH of no bytes takes ${emptyMs.toFixed(1)} ms (credential, lease taken and given back), ${patches} PATCHes ${((fixedS / perUpload) * 100).toFixed(0)} % of an upload's ` +
         `${(perUpload * 1000).toFixed(0)} ms: the bytes alone ${bytesOnly.toFixed(0)} MB/s (ratio ${(bytesOnly / rate.plain).toFixed(2)}); ` +
-        `service CPU per MiB: resumable ${cpuPerMiB('resumable').toFixed(1)} ms, plain ${cpuPerMiB('plain').toFixed(1)} ms`,
+        `service CPU per MiB: resumable ${cpuPerMiB('resumable').toFixed(1)} ms, plain ${cpuPerMiB('plain').toFixed(1)} ms, ` +
+        `of which ${((emptyCpuMs * patches) / (SIZE / MiB)).toFixed(1)} ms the PATCHes' fixed part (${emptyCpuMs.toFixed(1)} ms of CPU per PATCH of no bytes)`,
       extra: {
         unit: 'MB/s',
         object_mib: SIZE / MiB,
@@ -194,6 +200,7 @@ export async function runResumable(quick: boolean): Promise<CustomResult> {
         resumable_mbps: Math.round(rate.resumable),
         plain_mbps: Math.round(rate.plain),
         empty_patch_ms: Math.round(emptyMs * 10) / 10,
+        empty_patch_cpu_ms: Math.round(emptyCpuMs * 10) / 10,
         bytes_only_mbps: Math.round(bytesOnly),
         cpu_ms_per_mib: { resumable: Math.round(cpuPerMiB('resumable') * 10) / 10, plain: Math.round(cpuPerMiB('plain') * 10) / 10 },
       },
