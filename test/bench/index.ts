@@ -38,6 +38,7 @@ import type { ServerReady } from './server.ts';
 import { functionsDir } from './functions.ts';
 import { docsTable, writeDocsTable } from './docs-table.ts';
 import { runSoak } from './soak.ts';
+import { cpuNow, cpuSince } from './webhooks.ts';
 import { startEnv } from '../../src/host/compile-cache.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -223,6 +224,16 @@ async function runCustom(s: CustomScenario, ctx: Ctx): Promise<Row> {
   return row;
 }
 
+/** CPU per request (µs) of the service, PostgreSQL and the load, and the rate their sum allows on these cores. */
+function cpuSplitNote(cpu: { service: number; postgres: number; driver: number; n: number }): string {
+  const us = (ms: number) => (ms * 1000) / cpu.n;
+  const total = us(cpu.service + cpu.postgres + cpu.driver);
+  return (
+    `CPU per request at saturation: service ${us(cpu.service).toFixed(0)} µs, PostgreSQL ${us(cpu.postgres).toFixed(0)} µs, ` +
+    `load driver ${us(cpu.driver).toFixed(0)} µs; ${total.toFixed(0)} µs in all: ${availableParallelism()} cores allow ${((availableParallelism() * 1e6) / total).toFixed(0)}/s`
+  );
+}
+
 async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row> {
   if ('run' in s) return runCustom(s, ctx);
   const row: Row = emptyRow(s);
@@ -284,10 +295,21 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
     const b = await saturate(baseUrl, base, conns, seconds);
     return { ok: b.ok, seconds: b.seconds, bad: b.non2xx + b.errors, total: b.total, codes: b.statusCodes };
   };
+  // token-refresh: CPU per request of the service, its database's backends and this driver
+  // (the load), at saturation: what the rate on these cores is made of (its note).
+  const cpu = { service: 0, postgres: 0, driver: 0, n: 0 };
   const svcSlice = async (seconds: number) => {
     await topUp();
     await service!.resetStats();
+    const c0 = refresh && db !== null ? cpuNow(db.name, 0) : null;
     const r = await saturate(ctx.serviceUrl, svc, conns, seconds);
+    if (c0 !== null) {
+      const used = cpuSince(c0, cpuNow(db!.name, 0));
+      cpu.service += used.service;
+      cpu.postgres += used.postgres;
+      cpu.driver += used.driver;
+      cpu.n += r.total;
+    }
     const st: ProcessStats = await service!.stats();
     return { r, st };
   };
@@ -399,6 +421,7 @@ async function runScenario(s: Scenario | CustomScenario, ctx: Ctx): Promise<Row>
     row.note = `${(row.non2xx_share * 100).toFixed(1)} % non-2xx (${codes || 'none'}; errors ${r.errors + p.errors}, paced non-2xx ${p.non2xx})`;
     return row;
   }
+  if (cpu.n > 0) row.note = cpuSplitNote(cpu);
   if (s.target.kind === 'ratio') row.status = row.ratio === null ? 'INFO' : row.ratio >= s.target.min ? 'PASS' : 'MISS';
   else if (s.target.kind === 'rps') row.status = r.rps >= s.target.min ? 'PASS' : 'MISS';
   else row.status = 'INFO';
