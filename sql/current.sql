@@ -1,1 +1,1 @@
--- Enter migration here
+--!include live/realtime.sql
