@@ -75,7 +75,7 @@ async function startReceiver(): Promise<Receiver> {
 }
 
 /** CPU time (ms, user + system) of a process from /proc; 0 when it is gone. */
-function procCpuMs(pid: number): number {
+export function procCpuMs(pid: number): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
