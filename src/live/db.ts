@@ -107,6 +107,18 @@ export async function realtimeDone(sql: Sql, instanceId: string, queryId: string
   await sql`select live_private.realtime_done(${instanceId}, ${queryId}, ${snap}, ${ids}::bigint[], ${ins as string[]}::text[]::jsonb[], ${errors as string[]}::text[])`;
 }
 
+/**
+ * VACUUM of the queue of changes (live_private.changes): a poll deletes what every group
+ * has been given, thousands of rows a second under writers, and autovacuum comes once a
+ * minute at most; until it does, each poll's scans of the queue read every dead row and
+ * index entry (at 20 000 dead rows a poll cost 50 times its work). SKIP_LOCKED: another
+ * instance's vacuum in flight is enough. A role that does not own the table only gets a
+ * warning.
+ */
+export async function vacuumChanges(sql: Sql): Promise<void> {
+  await sql`vacuum (skip_locked) live_private.changes`.simple();
+}
+
 /** Table subscriptions nobody has joined for `graceMs` go, with their triggers; how many went. */
 export async function realtimeSweep(sql: Sql, graceMs: number): Promise<number> {
   const [row] = await sql<{ n: number }[]>`select live_private.realtime_sweep(${graceMs}::int) as n`;

@@ -28,6 +28,8 @@ export const LEASE_MS = 15_000;
 const LINGER_MS = 1000;
 /** How often an idle poller checks without a wake-up. */
 const IDLE_MS = 1000;
+/** While changes are queued and taken, the queue is vacuumed at most this often (q.vacuumChanges). */
+const VACUUM_MS = 1000;
 
 /**
  * The statement that runs a live query as a subscriber, with the rows cap (one row more, to
@@ -65,6 +67,8 @@ export class Poller {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private lastWork = 0;
+  private lastVacuum = 0;
+  private vacuuming: Promise<void> | null = null;
   /** Group re-runs this instance ran (tests count them). */
   groupRuns = 0;
   /** Fast-path deltas this instance computed for groups. */
@@ -88,6 +92,7 @@ export class Poller {
     if (this.timer !== null) clearTimeout(this.timer);
     this.stopper?.();
     await this.running;
+    await this.vacuuming;
   }
 
   /** A writer's wake-up (or work this instance made): step now, or right after the step in flight. */
@@ -138,6 +143,7 @@ export class Poller {
     const changes = await q.claimChanges(sql, this.instanceId, LEASE_MS);
     const work = await q.claim(sql, this.instanceId, LEASE_MS, changes.length > 0);
     if (work.length === 0 && changes.length === 0) return 0;
+    this.vacuum();
     const groups = work.filter((w) => w.group_id !== null);
     const subs = work.filter((w) => w.group_id === null);
     await Promise.all([
@@ -151,6 +157,19 @@ export class Poller {
       groups.length > 0 ? this.runGroups(groups) : null,
     ]);
     return work.length + changes.length;
+  }
+
+  /** The queue's dead rows go (q.vacuumChanges), at most every VACUUM_MS, beside the polls. */
+  private vacuum(): void {
+    const now = Date.now();
+    if (this.vacuuming !== null || now - this.lastVacuum < VACUUM_MS) return;
+    this.lastVacuum = now;
+    this.vacuuming = q
+      .vacuumChanges(this.deps.db.sql)
+      .catch((err: unknown) => this.deps.log.debug({ err }, 'live: vacuum of the queued changes failed'))
+      .finally(() => {
+        this.vacuuming = null;
+      });
   }
 
   /**

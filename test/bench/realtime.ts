@@ -19,7 +19,7 @@
 import postgres from 'postgres';
 import WebSocket from 'ws';
 import type { CustomScenario, RunContext, RunResult } from './scenarios.ts';
-import { cpuNow, cpuSince } from './webhooks.ts';
+import { cpuNow, cpuSince, procCpuMs } from './webhooks.ts';
 
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -173,6 +173,15 @@ async function bareFrameCpu(frames: number): Promise<number> {
   }
 }
 
+/** The writers' pool's application_name: their backends' CPU is told apart from the service's. */
+const WRITERS = 'bench-rt-writers';
+
+/** CPU ms so far of the writers' backends, by pid (/proc). */
+async function writerCpu(sql: postgres.Sql, db: string): Promise<Map<number, number>> {
+  const rows = await sql<{ pid: number }[]>`select pid from pg_stat_activity where datname = ${db} and application_name = ${WRITERS}`;
+  return new Map(rows.map((r) => [r.pid, procCpuMs(r.pid)]));
+}
+
 async function realtimeWriteCost(c: RunContext): Promise<RunResult> {
   const users = c.quick ? 20 : 100;
   const perUser = 10;
@@ -181,7 +190,7 @@ async function realtimeWriteCost(c: RunContext): Promise<RunResult> {
   const conns = 8;
   const sql = postgres(c.dbUrl, { max: 1, onnotice: () => {} });
   // One pool for the writers over every round: their backends' CPU is counted until the end.
-  const writers = postgres(c.dbUrl, { max: conns, prepare: true, onnotice: () => {} });
+  const writers = postgres(c.dbUrl, { max: conns, prepare: true, onnotice: () => {}, connection: { application_name: WRITERS } });
   const dbName = new URL(c.dbUrl).pathname.slice(1);
   let delivered = 0;
   let sockets: WebSocket[] = [];
@@ -191,18 +200,21 @@ async function realtimeWriteCost(c: RunContext): Promise<RunResult> {
     await insertRate(writers, slice / 2, conns, users); // warm-up
     const ratios: number[] = [];
     const sums = { none: 0, sub: 0 };
-    const cpu = { none: { driver: 0, service: 0, postgres: 0, n: 0 }, sub: { driver: 0, service: 0, postgres: 0, n: 0 } };
+    const cpu = { none: { driver: 0, service: 0, postgres: 0, writers: 0, n: 0 }, sub: { driver: 0, service: 0, postgres: 0, writers: 0, n: 0 } };
     for (let r = 0; r < rounds; r++) {
       const round = { none: 0, sub: 0 };
       for (const mode of r % 2 === 0 ? (['none', 'sub'] as const) : (['sub', 'none'] as const)) {
         if (mode === 'sub') sockets = await openClients(c, users, perUser, () => delivered++);
         const d0 = delivered;
+        const w0 = await writerCpu(sql, dbName);
         const c0 = cpuNow(dbName, 0);
         const { rate, n } = await insertRate(writers, slice, conns, users);
         // The deliveries of this side are part of its price: counted until the last arrives.
         const end = Date.now() + 20_000;
         while (mode === 'sub' && delivered - d0 < n * perUser && Date.now() < end) await sleep(20);
         const used = cpuSince(c0, cpuNow(dbName, 0));
+        const w1 = await writerCpu(sql, dbName);
+        for (const [pid, ms] of w1) cpu[mode].writers += ms - (w0.get(pid) ?? ms);
         for (const k of ['driver', 'service', 'postgres'] as const) cpu[mode][k] += used[k];
         cpu[mode].n += n;
         round[mode] = rate;
@@ -222,7 +234,7 @@ async function realtimeWriteCost(c: RunContext): Promise<RunResult> {
     const ratio = ratios.sort((a, b) => a - b)[Math.floor(ratios.length / 2)];
     const none = sums.none / rounds;
     const sub = sums.sub / rounds;
-    const us = (side: 'none' | 'sub', k?: 'driver' | 'service' | 'postgres') =>
+    const us = (side: 'none' | 'sub', k?: 'driver' | 'service' | 'postgres' | 'writers') =>
       ((k === undefined ? cpu[side].driver + cpu[side].service + cpu[side].postgres : cpu[side][k]) * 1000) / Math.max(1, cpu[side].n);
     const split = (side: 'none' | 'sub') => `${Math.round(us(side, 'driver'))}/${Math.round(us(side, 'service'))}/${Math.round(us(side, 'postgres'))}`;
     // The ceiling that one frame per delivery (perUser per insert) sets on these shared cores.
@@ -238,8 +250,10 @@ async function realtimeWriteCost(c: RunContext): Promise<RunResult> {
         `8 connections of single-row INSERTs (random owners of ${users}); ${users * perUser} clients subscribed${c.quick ? ' (quick: 200)' : ''} ${Math.round(sub)}/s, ` +
         `none ${Math.round(none)}/s; ${delivered} changes delivered while subscribed; ratio = median of ${rounds} rounds (${ratios.map((x) => x.toFixed(2)).join(' ')}), ${slice} s per side; goal ≥ 0.8` +
         `; CPU µs per insert (driver/service/postgres), its deliveries included: subscribed ${split('sub')}, none ${split('none')}` +
+        `; of postgres, the writers' own backends (the statement and its trigger that queues the change): subscribed ${Math.round(us('sub', 'writers'))}, none ${Math.round(us('none', 'writers'))}; ` +
+        `the service's backends (polls, RLS checks, notifications): subscribed ${Math.round(us('sub', 'postgres') - us('sub', 'writers'))}` +
         `; a bare WebSocket frame of one change costs ${frameUs.toFixed(1)} µs (send + receive + parse), so ${perUser} deliveries per insert on these cores cap the ratio at ${ceiling.toFixed(2)}`,
-      extra: { ceiling: Math.round(ceiling * 100) / 100, bare_frame_us: Math.round(frameUs * 10) / 10, none_cpu_us: Math.round(us('none')), sub_cpu_us: Math.round(us('sub')) },
+      extra: { writers_cpu_us: Math.round(us('sub', 'writers')), writers_none_cpu_us: Math.round(us('none', 'writers')), ceiling: Math.round(ceiling * 100) / 100, bare_frame_us: Math.round(frameUs * 10) / 10, none_cpu_us: Math.round(us('none')), sub_cpu_us: Math.round(us('sub')) },
     };
   } finally {
     for (const ws of sockets) ws.terminate();
