@@ -49,7 +49,9 @@ t.test('a dropped column: writes go on, clients are told and closed, the query i
   const c = await open(app, '/ws/items_fast', q);
   await c.next();
   await sql`insert into public.items (id, n) values (6, 6)`;
-  t.same(await c.next(), { query_id: 'items_fast', seq: 2, inserted: [{ id: 6, n: 6 }], deleted: [] }, 'a working query repairs it (a replaced subscription keeps its seq)');
+  // The replacement's own overflow (seq 1) reaches this socket when its NOTIFY is read after
+  // the socket opened (a loaded machine): a client asks for the snapshot again, no change lost.
+  t.same(await c.next((m: { type?: string; seq?: number }) => !(m.type === 'overflow' && m.seq === 1), 10_000), { query_id: 'items_fast', seq: 2, inserted: [{ id: 6, n: 6 }], deleted: [] }, 'a working query repairs it (a replaced subscription keeps its seq)');
   c.close();
 });
 
