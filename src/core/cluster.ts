@@ -78,6 +78,9 @@ export function startWorkerSet(o: WorkerSetOptions): Promise<WorkerSet> {
       const w = cluster.fork({ ...o.env, PLINTH_WORKER: String(index), PLINTH_WORKERS: String(o.workers) });
       byIndex.set(index, w);
       startedAt.set(index, Date.now());
+      // A message sent while the process dies (its pipe closed before its exit is seen) fails
+      // with an error on the worker: logged here, never an unhandled error of the primary.
+      w.on('error', (err) => o.log.warn({ err, worker: index }, `service process ${index}: message not delivered`));
       w.on('message', (m: unknown) => {
         if (isClusterMessage(m) && !hub.handle(w, m)) void onMessage(index, w, m);
       });
