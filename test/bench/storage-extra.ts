@@ -2,7 +2,10 @@
  * Storage scenarios of resumable uploads and image transformations:
  * - `storage-resumable`: a 256 MiB upload (32 MiB with --quick) through TUS in 6 MB chunks
  *   (PATCHes one after the other, as tus-js-client sends them) against a plain POST of the
- *   same bytes, both to the disk back end of one service; ratio of MB/s (goal ≥ 0.7).
+ *   same bytes, both to the disk back end of one service; ratio of MB/s (goal ≥ 0.7). The
+ *   note also sends the same bytes as plain POSTs of a PATCH's size, and splits each side's
+ *   CPU per MiB by thread (main, V8's helpers, file writes) with the service's full
+ *   collections (its /metrics): what many requests cost, apart from the protocol.
  * - `storage-thumbnail`: a 64 px WebP thumbnail of a 2 MP JPEG, served from the variant
  *   cache to 16 concurrent clients for a few seconds; requests per second (goal ≥ 200 on
  *   two cores), the first (uncached) render's time in the note.
@@ -11,7 +14,7 @@
  * service process, transfers from this process.
  */
 import http from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -121,6 +124,41 @@ async function emptyPatchMs(url: string, auth: Record<string, string>, n: number
   return ms / n;
 }
 
+/** CPU ms of a process's threads so far by kind: its main thread, V8's helper threads (the garbage collector's concurrent and parallel work), libuv's pool (file writes), the rest. */
+function threadCpuMs(pid: number): Record<'main' | 'v8' | 'io' | 'other', number> {
+  const out = { main: 0, v8: 0, io: 0, other: 0 };
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const t of tasks) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const ms = ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+      const kind = t === String(pid) ? 'main' : name.startsWith('V8Worker') ? 'v8' : name.startsWith('libuv-worker') ? 'io' : 'other';
+      out[kind] += ms;
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
+}
+
+/** The service's garbage collector so far (/metrics, prom-client's default metrics): full collections, and ms of all pauses. */
+async function gcFigures(url: string, serviceKey: string): Promise<{ major: number; ms: number }> {
+  const r = await fetch(`${url}/metrics`, { headers: { apikey: serviceKey, authorization: `Bearer ${serviceKey}` } });
+  const text = await r.text();
+  if (r.status !== 200) throw new Error(`metrics: ${r.status}`);
+  const major = text.match(/^nodejs_gc_duration_seconds_count\{kind="major"\} (\d+)/m);
+  let seconds = 0;
+  for (const m of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="[a-z]+"\} ([0-9.e+-]+)/gm)) seconds += Number(m[1]);
+  return { major: Number(major?.[1] ?? 0), ms: seconds * 1000 };
+}
+
 export async function runResumable(quick: boolean): Promise<CustomResult> {
   const SIZE = (quick ? 32 : 256) * MiB;
   return withService(async (url, serviceKey, pid) => {
@@ -146,30 +184,51 @@ export async function runResumable(quick: boolean): Promise<CustomResult> {
       }
       return (performance.now() - t0) / 1000;
     };
-    await plain(); // warm-up
-    await resumable();
+    // The same bytes as plain uploads of a PATCH's size, one after the other: what the bytes
+    // cost as that many requests, without the protocol (the measured cause of a MISS).
+    const pieces = async () => {
+      const t0 = performance.now();
+      for (let off = 0; off < SIZE; off += CHUNK) {
+        const n = Math.min(CHUNK, SIZE - off);
+        const r = await send(url, 'POST', `/storage/v1/object/bench/pieces/${seq++}.bin`, n, { ...auth, 'content-type': 'application/octet-stream' });
+        if (r.status !== 200) throw new Error(`piece upload: ${r.status} ${r.body}`);
+      }
+      return (performance.now() - t0) / 1000;
+    };
+    const run = { plain, resumable, pieces };
+    type Side = keyof typeof run;
+    const SIDES: Side[] = ['plain', 'resumable', 'pieces'];
+    for (const side of SIDES) await run[side](); // warm-up
     const rounds = quick ? 1 : 3;
-    const total = { plain: 0, resumable: 0 };
+    const total = { plain: 0, resumable: 0, pieces: 0 };
     // The service's CPU per MiB on each side: on a shared machine (and disk) the rates move
-    // with the neighbours, the CPU per byte much less.
-    const cpuMs = { plain: 0, resumable: 0 };
-    const timed = async (side: 'plain' | 'resumable') => {
+    // with the neighbours, the CPU per byte much less. And its garbage collector's work
+    // (/metrics): full collections and the time of all of them.
+    const cpuMs = { plain: 0, resumable: 0, pieces: 0 };
+    const gc = { plain: { major: 0, ms: 0 }, resumable: { major: 0, ms: 0 }, pieces: { major: 0, ms: 0 } };
+    const threads = { plain: { main: 0, v8: 0, io: 0, other: 0 }, resumable: { main: 0, v8: 0, io: 0, other: 0 }, pieces: { main: 0, v8: 0, io: 0, other: 0 } };
+    const timed = async (side: Side) => {
+      const g0 = await gcFigures(url, serviceKey);
       const c0 = procCpuMs(pid);
-      total[side] += await (side === 'plain' ? plain() : resumable());
+      const t0 = threadCpuMs(pid);
+      total[side] += await run[side]();
       cpuMs[side] += procCpuMs(pid) - c0;
+      const t1 = threadCpuMs(pid);
+      for (const k of ['main', 'v8', 'io', 'other'] as const) threads[side][k] += t1[k] - t0[k];
+      const g1 = await gcFigures(url, serviceKey);
+      gc[side].major += g1.major - g0.major;
+      gc[side].ms += g1.ms - g0.ms;
     };
     for (let i = 0; i < rounds; i++) {
-      if (i % 2 === 0) {
-        await timed('plain');
-        await timed('resumable');
-      } else {
-        await timed('resumable');
-        await timed('plain');
-      }
+      for (const side of i % 2 === 0 ? SIDES : [...SIDES].reverse()) await timed(side);
     }
-    const cpuPerMiB = (side: 'plain' | 'resumable') => cpuMs[side] / ((rounds * SIZE) / MiB);
-    const mbps = (s: number) => (rounds * SIZE) / MiB / s;
-    const rate = { plain: mbps(total.plain), resumable: mbps(total.resumable) };
+    const mib = (rounds * SIZE) / MiB;
+    const cpuPerMiB = (side: Side) => cpuMs[side] / mib;
+    const mbps = (s: number) => mib / s;
+    const rate = { plain: mbps(total.plain), resumable: mbps(total.resumable), pieces: mbps(total.pieces) };
+    const gcLine = (side: Side) =>
+      `${((gc[side].major * 100) / mib).toFixed(0)} full collections per 100 MiB, CPU per MiB: main thread ${(threads[side].main / mib).toFixed(1)} ms ` +
+      `(GC pauses ${(gc[side].ms / mib).toFixed(1)}), V8's helper threads ${(threads[side].v8 / mib).toFixed(1)}, file writes ${(threads[side].io / mib).toFixed(1)}`;
     // The measured cause of a MISS: the fixed cost of a PATCH (headers, credential, the
     // lease taken and given back: two transactions), from PATCHes of no bytes, times the
     // PATCHes of an upload; and the ratio the bytes alone would have.
@@ -192,7 +251,9 @@ export async function runResumable(quick: boolean): Promise<CustomResult> {
         `a PATCH of no bytes takes ${emptyMs.toFixed(1)} ms (credential, lease taken and given back), ${patches} PATCHes ${((fixedS / perUpload) * 100).toFixed(0)} % of an upload's ` +
         `${(perUpload * 1000).toFixed(0)} ms: the bytes alone ${bytesOnly.toFixed(0)} MB/s (ratio ${(bytesOnly / rate.plain).toFixed(2)}); ` +
         `service CPU per MiB: resumable ${cpuPerMiB('resumable').toFixed(1)} ms, plain ${cpuPerMiB('plain').toFixed(1)} ms, ` +
-        `of which ${((emptyCpuMs * patches) / (SIZE / MiB)).toFixed(1)} ms the PATCHes' fixed part (${emptyCpuMs.toFixed(1)} ms of CPU per PATCH of no bytes)`,
+        `of which ${((emptyCpuMs * patches) / (SIZE / MiB)).toFixed(1)} ms the PATCHes' fixed part (${emptyCpuMs.toFixed(1)} ms of CPU per PATCH of no bytes); ` +
+        `the same bytes as ${patches} plain uploads of ${CHUNK / 1e6} MB: ${rate.pieces.toFixed(0)} MB/s (resumable / these ${(rate.resumable / rate.pieces).toFixed(2)}), ` +
+        `${cpuPerMiB('pieces').toFixed(1)} ms of CPU per MiB; garbage collector: one upload ${gcLine('plain')}; ${CHUNK / 1e6} MB uploads ${gcLine('pieces')}; resumable ${gcLine('resumable')}`,
       extra: {
         unit: 'MB/s',
         object_mib: SIZE / MiB,
@@ -202,7 +263,11 @@ export async function runResumable(quick: boolean): Promise<CustomResult> {
         empty_patch_ms: Math.round(emptyMs * 10) / 10,
         empty_patch_cpu_ms: Math.round(emptyCpuMs * 10) / 10,
         bytes_only_mbps: Math.round(bytesOnly),
-        cpu_ms_per_mib: { resumable: Math.round(cpuPerMiB('resumable') * 10) / 10, plain: Math.round(cpuPerMiB('plain') * 10) / 10 },
+        pieces_mbps: Math.round(rate.pieces),
+        cpu_ms_per_mib: { resumable: Math.round(cpuPerMiB('resumable') * 10) / 10, plain: Math.round(cpuPerMiB('plain') * 10) / 10, pieces: Math.round(cpuPerMiB('pieces') * 10) / 10 },
+        full_gc_per_100_mib: Object.fromEntries(SIDES.map((side) => [side, Math.round((gc[side].major * 100) / mib)])),
+        gc_ms_per_mib: Object.fromEntries(SIDES.map((side) => [side, Math.round((gc[side].ms / mib) * 100) / 100])),
+        thread_cpu_ms_per_mib: Object.fromEntries(SIDES.map((side) => [side, Object.fromEntries(Object.entries(threads[side]).map(([k, v]) => [k, Math.round((v / mib) * 10) / 10]))])),
       },
     };
   });
