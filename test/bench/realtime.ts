@@ -14,7 +14,8 @@
  *   per insert of the driver (the clients), the service and the database's backends on each
  *   side, deliveries included, and the least the deliveries alone can cost: a bare
  *   WebSocket frame per delivery (10 per insert), received and parsed, caps the ratio on
- *   these shared cores whatever plinth does; the note prints that ceiling.
+ *   these shared cores whatever plinth does; the note prints that ceiling, and the ratio
+ *   of PostgreSQL's CPU per insert alone (all its backends; the writers' own).
  */
 import postgres from 'postgres';
 import WebSocket from 'ws';
@@ -240,6 +241,10 @@ async function realtimeWriteCost(c: RunContext): Promise<RunResult> {
     // The ceiling that one frame per delivery (perUser per insert) sets on these shared cores.
     const frameUs = await bareFrameCpu(c.quick ? 5000 : 20000);
     const ceiling = us('none') / (us('none') + perUser * frameUs);
+    // The same price seen from the database alone (a writer's PostgreSQL on a machine of its
+    // own): all its backends' CPU per insert, and its writers' own (their trigger) alone.
+    const dbRatio = us('none', 'postgres') / Math.max(1e-9, us('sub', 'postgres'));
+    const writerRatio = us('none', 'writers') / Math.max(1e-9, us('sub', 'writers'));
     return {
       status: ratio >= 0.8 ? 'PASS' : 'MISS',
       rps: sub,
@@ -252,8 +257,9 @@ async function realtimeWriteCost(c: RunContext): Promise<RunResult> {
         `; CPU µs per insert (driver/service/postgres), its deliveries included: subscribed ${split('sub')}, none ${split('none')}` +
         `; of postgres, the writers' own backends (the statement and its trigger that queues the change): subscribed ${Math.round(us('sub', 'writers'))}, none ${Math.round(us('none', 'writers'))}; ` +
         `the service's backends (polls, RLS checks, notifications): subscribed ${Math.round(us('sub', 'postgres') - us('sub', 'writers'))}` +
-        `; a bare WebSocket frame of one change costs ${frameUs.toFixed(1)} µs (send + receive + parse), so ${perUser} deliveries per insert on these cores cap the ratio at ${ceiling.toFixed(2)}`,
-      extra: { writers_cpu_us: Math.round(us('sub', 'writers')), writers_none_cpu_us: Math.round(us('none', 'writers')), ceiling: Math.round(ceiling * 100) / 100, bare_frame_us: Math.round(frameUs * 10) / 10, none_cpu_us: Math.round(us('none')), sub_cpu_us: Math.round(us('sub')) },
+        `; a bare WebSocket frame of one change costs ${frameUs.toFixed(1)} µs (send + receive + parse), so ${perUser} deliveries per insert on these cores cap the ratio at ${ceiling.toFixed(2)}` +
+        `; PostgreSQL's CPU per insert alone gives ${dbRatio.toFixed(2)} (all its backends), ${writerRatio.toFixed(2)} (the writers' own, their trigger)`,
+      extra: { db_ratio: Math.round(dbRatio * 100) / 100, writer_ratio: Math.round(writerRatio * 100) / 100, writers_cpu_us: Math.round(us('sub', 'writers')), writers_none_cpu_us: Math.round(us('none', 'writers')), ceiling: Math.round(ceiling * 100) / 100, bare_frame_us: Math.round(frameUs * 10) / 10, none_cpu_us: Math.round(us('none')), sub_cpu_us: Math.round(us('sub')) },
     };
   } finally {
     for (const ws of sockets) ws.terminate();
