@@ -7,8 +7,10 @@
  *   table subscription (`INSERT` on an owner-only table under RLS, filter
  *   `owner=eq.<its user>`); a writer inserts rows for random users at 20 rows/s (open
  *   loop), each carrying the driver's clock; latency = arrival at a client − the writer's
- *   COMMIT acknowledgement. Every row must reach exactly the 10 clients of its owner, and no
- *   other. Goal p99 ≤ 50 ms.
+ *   COMMIT acknowledgement, after a warm-up of one row per user (not counted: the first
+ *   polls plan their statements on each pooled connection; the note gives the first row's
+ *   latency). Every row must reach exactly the 10 clients of its owner, and no other. Goal
+ *   p99 ≤ 50 ms.
  * - `realtime-write-cost`: single-row INSERTs from 8 connections into that table with those
  *   clients subscribed vs none (alternating rounds). Goal ≥ 0.8. The note gives the CPU
  *   per insert of the driver (the clients), the service and the database's backends on each
@@ -90,26 +92,40 @@ async function realtimeChanges(c: RunContext): Promise<RunResult> {
     });
     const [{ groups }] = await sql`select count(*)::int as groups from live_private.groups g join live_private.subscriptions s using (query_id) where s.mode = 'changes'`;
     await sleep(300);
+    /** `total` rows at `perSecond`, owners in turn; resolves when every delivery arrived (or 10 s passed). */
+    const write = async (total: number, perSecond: number) => {
+      const start = now();
+      const pending: Promise<unknown>[] = [];
+      for (let i = 0; i < total; i++) {
+        const due = start + (i * 1000) / perSecond;
+        const wait = due - now();
+        if (wait > 1) await sleep(wait);
+        const sent = now();
+        pending.push(sql`insert into public.bench_rt (owner, sent) values (${uid(i % users)}, ${sent})`.execute().then(() => acked.set(sent, now())));
+      }
+      await Promise.all(pending);
+      const end = Date.now() + 10_000;
+      while (arrivals.length < total * perUser && Date.now() < end) await sleep(20);
+      await sleep(200); // a delivery too many would arrive now
+    };
+    const latencies = () => arrivals.map(([sent, t]) => Math.max(0, t - (acked.get(sent) ?? t)));
+    // Warm-up, not counted: the poller's statements are planned once per pooled connection
+    // and lane, so the first polls after the joins are slower (the first delivery's latency
+    // is in the note); one second of rows for every owner.
+    await write(users, users);
+    const warmDeliveries = arrivals.length;
+    const firstSent = Math.min(...arrivals.map(([sent]) => sent));
+    const firstMs = warmDeliveries > 0 ? Math.max(...arrivals.filter(([sent]) => sent === firstSent).map(([sent, t]) => t - (acked.get(sent) ?? t))) : null;
+    const warmWrong = wrong;
+    arrivals.length = 0;
     const total = rate * seconds;
-    const start = now();
-    const pending: Promise<unknown>[] = [];
-    for (let i = 0; i < total; i++) {
-      const due = start + (i * 1000) / rate;
-      const wait = due - now();
-      if (wait > 1) await sleep(wait);
-      const sent = now();
-      pending.push(sql`insert into public.bench_rt (owner, sent) values (${uid(i % users)}, ${sent})`.execute().then(() => acked.set(sent, now())));
-    }
-    await Promise.all(pending);
+    await write(total, rate);
     const expected = total * perUser;
-    const end = Date.now() + 10_000;
-    while (arrivals.length < expected && Date.now() < end) await sleep(20);
-    await sleep(200); // a delivery too many would arrive now
-    const fromCommit = arrivals.map(([sent, t]) => Math.max(0, t - (acked.get(sent) ?? t))).sort((a, b) => a - b);
+    const fromCommit = latencies().sort((a, b) => a - b);
     const r1 = (x: number | null) => (x === null ? null : Math.round(x * 10) / 10);
     const got = arrivals.length;
     const p99 = r1(percentile(fromCommit, 99));
-    const exact = got === expected && wrong === 0;
+    const exact = got === expected && wrong === 0 && warmDeliveries === users * perUser && warmWrong === 0;
     return {
       status: !exact ? 'ERROR' : p99 !== null && p99 <= 50 ? 'PASS' : 'MISS',
       rps: got / seconds,
@@ -119,7 +135,8 @@ async function realtimeChanges(c: RunContext): Promise<RunResult> {
       note:
         `${users * perUser} Phoenix vsn 2.0.0 clients of ${users} users${c.quick ? ' (quick: 200 clients of 20 users)' : ''} in ${groups} groups, ` +
         `each one table subscription (INSERT, filter owner=eq.<user>, RLS owner-only); ${rate} rows/s for ${seconds} s; ` +
-        `${got}/${expected} deliveries, ${wrong} to a client that may not read the row; p50/p99 from the writer's COMMIT acknowledgement; rps = deliveries/s`,
+        `${got}/${expected} deliveries, ${wrong} to a client that may not read the row; p50/p99 from the writer's COMMIT acknowledgement; rps = deliveries/s; ` +
+        `after a warm-up of one row per owner in 1 s (${warmDeliveries}/${users * perUser} deliveries; the first row's took ${firstMs === null ? '—' : firstMs.toFixed(1)} ms)`,
     };
   } finally {
     for (const ws of sockets) ws.terminate();
