@@ -9,7 +9,6 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createServer } from 'node:net';
 import postgres from 'postgres';
 import { folderStore, listBackups, openBackupStore, prune, walUploader, type BackupStore } from '../../src/host/backup.ts';
 import { createLogger } from '../../src/core/log.ts';
@@ -18,6 +17,7 @@ import { Writable } from 'node:stream';
 import { s3Store } from '../../src/host/backup-s3.ts';
 import { startS3 } from '../storage/helpers.ts';
 import { parseConfig } from '../../src/core/config.ts';
+import { freePort } from '../helpers/ports.ts';
 
 // Three cold starts of PostgreSQL (the service, the restore's recovery, the restored service) on a loaded machine.
 t.setTimeout(400_000);
@@ -25,14 +25,6 @@ t.setTimeout(400_000);
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const CHECKOUT = fileURLToPath(new URL('../..', import.meta.url));
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 interface Run {
   child: ChildProcess;

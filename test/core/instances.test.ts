@@ -8,21 +8,14 @@
  * `repeat_possible`.
  */
 import t from 'tap';
-import { createServer } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { startApp } from '../helpers/app.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { captureLog } from '../helpers/log-capture.ts';
 import { instanceName } from '../../src/core/instances.ts';
 import { createHook, deliveries, startReceiver, waitFor } from '../webhooks/helpers.ts';
+import { freePort } from '../helpers/ports.ts';
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** A job locked by the worker pool `pool`, as a killed instance leaves it; its id. */
 async function lockedJob(db: TestDatabase, pool: string): Promise<string> {

@@ -10,7 +10,6 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
@@ -18,6 +17,7 @@ import { startApp, type TestApp } from '../helpers/app.ts';
 import { createTestDatabase, serverUrl } from '../helpers/database.ts';
 import { waitFor } from '../webhooks/helpers.ts';
 import { createClient } from '../../src/client/index.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const asRoot = process.getuid?.() === 0;
 
@@ -26,13 +26,6 @@ function run(cmd: string, args: string[]): { status: number | null; out: string 
   return { status: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
 }
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** The test cluster accepts a replication connection from loopback (added to its pg_hba.conf when missing). */
 async function ensureReplicationAccess(): Promise<void> {

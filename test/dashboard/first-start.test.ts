@@ -8,25 +8,17 @@
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { PASSWORD, uniqueEmail } from '../auth/helpers.ts';
 import { chromiumMissing, launch } from '../client/browser.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const CHECKOUT = fileURLToPath(new URL('../..', import.meta.url));
 const SHOTS = fileURLToPath(new URL('../../.artifacts/dashboard/', import.meta.url));
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 async function waitFor(check: () => boolean, limitMs: number): Promise<boolean> {
   const until = Date.now() + limitMs;

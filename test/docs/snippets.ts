@@ -33,7 +33,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Test } from 'tap';
@@ -138,13 +137,9 @@ export function outputMatches(expected: string, actual: string): boolean {
   }
 }
 
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((resolve) => s.close(resolve));
-  return port;
-}
+import { freePort } from '../helpers/ports.ts';
+
+export { freePort };
 
 interface Ran {
   stdout: string;

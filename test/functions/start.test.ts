@@ -8,24 +8,16 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/core/config.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { waitFor } from './helpers.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 t.test('npm start serves functions/hello/index.ts from the bundled Deno', { timeout: 120_000 }, async (t) => {
   const project = mkdtempSync(join(tmpdir(), 'plinth-start-'));

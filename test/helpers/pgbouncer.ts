@@ -1,19 +1,15 @@
 /** PgBouncer in transaction mode, started by a test on a free port (test/core/pooler.test.ts, test/core/three.test.ts). */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export const PGBOUNCER = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((p) => existsSync(p));
 
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
+import { freePort } from './ports.ts';
+
+export { freePort };
 
 /** PgBouncer in transaction mode in front of `target` (host, port); as the postgres user when run as root (it refuses root). */
 export async function startPgbouncer(t: { teardown(fn: () => unknown): void }, host: string, port: number): Promise<number> {

@@ -12,7 +12,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import http from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,18 +19,11 @@ import { parseConfig, resolveSecrets } from '../../src/core/config.ts';
 import { TEST_JWT_SECRET } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { filesUnder, until } from './helpers.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const KILLS = 3;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 /** The bytes of object `name`: derived from the name, so any copy can be checked. */
 function content(name: string): Buffer {
