@@ -49,11 +49,13 @@ t.test('a dead instance is released by a survivor; a restarted one releases its 
     return (r?.w ?? []).length > 0;
   });
 
-  // A killed instance: its row stops beating; it held a job and had a live row.
+  // A killed instance: its row stops beating; it held a job and had a live row. The job and
+  // the live row first: the survivor beats every 200 ms and may declare the ghost dead as
+  // soon as its registry row exists.
   const ghost = randomUUID();
-  await db.sql`insert into plinth_private.instances (id, name, worker_ids, seen_at) values (${ghost}::uuid, 'ghost:1', '{pool-ghost}', now() - interval '5 seconds')`;
-  await db.sql`insert into live_private.heartbeats (id, seen_at) values (${ghost}::uuid, now())`;
   const job = await lockedJob(db, 'pool-ghost');
+  await db.sql`insert into live_private.heartbeats (id, seen_at) values (${ghost}::uuid, now())`;
+  await db.sql`insert into plinth_private.instances (id, name, worker_ids, seen_at) values (${ghost}::uuid, 'ghost:1', '{pool-ghost}', now() - interval '5 seconds')`;
   const mine = await lockedJob(db, 'pool-alive-elsewhere');
   await until('the survivor unlocks the dead instance\'s job', async () => (await lockedBy(db, job)) === null);
   t.equal(await lockedBy(db, mine), 'pool-alive-elsewhere', 'a job of no dead instance stays locked');

@@ -19,7 +19,9 @@ t.test('operations', async (t) => {
     create table public.items (id int primary key, body text);
     grant select, insert on public.items to anon;
     create function public.whoami() returns text language sql as $$ select current_setting('request.id', true) $$;
-    grant execute on function public.whoami() to anon;`).simple();
+    grant execute on function public.whoami() to anon;
+    create function public.nap() returns void language sql as $$ select pg_sleep(2) $$;
+    grant execute on function public.nap() to anon;`).simple();
   await app.call('POST', '/api/catalog/refresh', { token: app.serviceKey });
   const scrape = async () => {
     const r = await app.call('GET', '/metrics', { token: app.serviceKey });
@@ -91,7 +93,14 @@ t.test('operations', async (t) => {
     t.notOk([...after.get('http_requests_total')!].some((s) => s.labels.route.includes('items')), 'never the raw URL');
     t.ok(sample(after, 'http_request_duration_seconds_count', { method: 'GET', route: '/rest/v1/:table' }) >= 4, 'a histogram');
     t.equal(sample(after, 'plinth_db_up'), 1, 'the database is up');
-    t.ok(sample(after, 'plinth_db_connections', { pool: 'anon', state: 'open' }) >= 1, 'lane connections');
+    // An anon statement in flight holds its lane connection (an idle one the connection budget may close for another pool).
+    const nap = app.call('POST', '/rest/v1/rpc/nap', { apikey: app.anonKey, body: {} });
+    const busy = await waitFor('an anon lane connection in use', async () => {
+      const m = await scrape();
+      return sample(m, 'plinth_db_connections', { pool: 'anon', state: 'in_use' }) >= 1 ? m : null;
+    });
+    t.ok(sample(busy, 'plinth_db_connections', { pool: 'anon', state: 'open' }) >= 1, 'lane connections: open and in use');
+    t.equal((await nap).status, 200);
     t.ok(sample(after, 'plinth_webhook_attempts_total', { outcome: 'success' }) >= 1, 'webhook attempts');
     t.ok(sample(after, 'plinth_jobs_completed_total') >= 1, 'jobs');
     t.ok(sample(after, 'process_resident_memory_bytes') > 0, 'the process');
