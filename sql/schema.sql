@@ -5085,14 +5085,17 @@ begin
     end if;
     if publish_groups.errors[i] is not null then
       -- `SQLSTATE|message`. A role that may not read a table loses its group (its sockets are
-      -- told and closed); any other error means the query stopped working.
+      -- told and closed); the lane's failure (live_private.transient) runs the group again at
+      -- the next poll; any other error means the query stopped working.
       if left(publish_groups.errors[i], 6) = '42501|' then
         delete from live_private.groups x where x.id = g.id;
         perform pg_catalog.pg_notify(v_channel, g.id::text || '|' || jsonb_build_object('type', 'error', 'query_id', g.query_id,
           'error', 'permission denied for this live query')::text);
+      elsif live_private.transient(publish_groups.errors[i]) then
+        update live_private.groups x set dirty = true, lease_owner = null, lease_until = null where x.id = g.id;
       else
         update live_private.groups x set lease_owner = null, lease_until = null where x.id = g.id;
-        perform live_private.mark_broken(g.query_id, substr(publish_groups.errors[i], 7));
+        perform live_private.mark_broken(g.query_id, substr(publish_groups.errors[i], strpos(publish_groups.errors[i], '|') + 1));
       end if;
       continue;
     end if;
@@ -5157,6 +5160,13 @@ declare
   v_seq bigint;
   i int;
 begin
+  -- A lane's failure (live_private.transient) for any group: nothing is published and the
+  -- cursor stays; the lease is released and the next poll claims the same changes again.
+  if exists (select from unnest(realtime_done.errors) e where live_private.transient(e)) then
+    update live_private.subscriptions x set lease_owner = null, lease_until = null
+     where x.query_id = realtime_done.query_id and x.lease_owner = realtime_done.instance_id;
+    return;
+  end if;
   update live_private.subscriptions x set changes_snap = realtime_done.snap::pg_snapshot, lease_owner = null, lease_until = null
    where x.query_id = realtime_done.query_id and x.lease_owner = realtime_done.instance_id;
   if not found then
@@ -5170,7 +5180,7 @@ begin
         perform pg_catalog.pg_notify(v_channel, realtime_done.ids[i]::text || '|' || jsonb_build_object('type', 'error', 'query_id', realtime_done.query_id,
           'error', 'permission denied for this live query')::text);
       else
-        perform live_private.mark_broken(realtime_done.query_id, substr(realtime_done.errors[i], 7));
+        perform live_private.mark_broken(realtime_done.query_id, substr(realtime_done.errors[i], strpos(realtime_done.errors[i], '|') + 1));
         return;
       end if;
     elsif coalesce(realtime_done.ins[i], '[]'::jsonb) <> '[]'::jsonb then
@@ -5716,7 +5726,12 @@ begin
   begin
     v_new := live_private.run(format('select * from (%s) q limit %s', s.query, v_max + 1));
   exception when others then
-    perform live_private.mark_broken(s.query_id, sqlerrm);
+    -- A deadlock, a lock not available (live_private.transient): run again at the next poll.
+    if live_private.transient(sqlstate || '|' || sqlerrm) then
+      update live_private.subscriptions x set dirty = true where x.query_id = s.query_id;
+    else
+      perform live_private.mark_broken(s.query_id, sqlerrm);
+    end if;
     return;
   end;
   if jsonb_array_length(v_new) > v_max then
@@ -6097,6 +6112,24 @@ $$;
 --
 
 COMMENT ON FUNCTION live_private.tg__sql_drop() IS 'plinth: after a drop in public, marks live queries that no longer plan broken.';
+
+--
+-- Name: transient(text); Type: FUNCTION; Schema: live_private; Owner: -
+--
+
+CREATE FUNCTION live_private.transient(error text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+  select c !~ '^([0-9][0-9A-Z]|F0|HV|P0|XX)[0-9A-Z]{3}$' or c ~ '^(08|40|53|57P)' or c = '55P03'
+  from (select split_part(transient.error, '|', 1) as c) e
+$_$;
+
+--
+-- Name: FUNCTION transient(error text); Type: COMMENT; Schema: live_private; Owner: -
+--
+
+COMMENT ON FUNCTION live_private.transient(error text) IS 'plinth: whether a live re-run''s error is the lane''s (run again) rather than the query''s (broken).';
 
 --
 -- Name: trigger_function_name(oid); Type: FUNCTION; Schema: live_private; Owner: -
@@ -12105,6 +12138,12 @@ REVOKE ALL ON FUNCTION live_private.tg__ddl_command_end() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION live_private.tg__sql_drop() FROM PUBLIC;
+
+--
+-- Name: FUNCTION transient(error text); Type: ACL; Schema: live_private; Owner: -
+--
+
+REVOKE ALL ON FUNCTION live_private.transient(error text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION trigger_function_name(rel oid); Type: ACL; Schema: live_private; Owner: -
