@@ -34,12 +34,11 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { arch, platform } from 'node:os';
 import { basename, dirname, join, parse, resolve } from 'node:path';
 import postgres from 'postgres';
 import type { Logger } from '../core/log.ts';
-import { portIsFree } from './ports.ts';
+import { freePort, portIsFree } from './ports.ts';
 
 export interface Embedded {
   url: string;
@@ -124,18 +123,6 @@ export function rootDataDir(env: NodeJS.ProcessEnv, cwd = process.cwd()): string
   while (!existsSync(existing)) existing = dirname(existing);
   if (canEnter(user, existing)) return null;
   return join('/var/lib/plinth', `${basename(cwd) || 'root'}-${createHash('sha1').update(resolve(cwd)).digest('hex').slice(0, 8)}`);
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** The folder holding bin/, lib/ and share/ of the platform's binaries package. */
