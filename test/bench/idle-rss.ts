@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { startFlags } from '../../src/cli/start-flags.ts';
 import type { CustomScenario, RunContext, RunResult } from './scenarios.ts';
 import { freePort } from '../helpers/ports.ts';
+import { scrapeMetrics } from '../helpers/metrics.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 export const IDLE_RSS_GOAL_MB = 100;
@@ -86,11 +87,9 @@ export async function startMain(env: Record<string, string>, timeoutMs = 60_000,
  * scrape allocates).
  */
 async function liveOldHeapMb(url: string, serviceRoleKey: string): Promise<number> {
-  const r = await fetch(`${url}/metrics`, { headers: { apikey: serviceRoleKey, authorization: `Bearer ${serviceRoleKey}` } });
-  const text = await r.text();
-  if (r.status !== 200) return NaN;
-  let bytes = 0;
-  for (const m of text.matchAll(/^nodejs_heap_space_size_used_bytes\{space="([a-z_]+)"\} (\d+)/gm)) if (!m[1]!.startsWith('new')) bytes += Number(m[2]);
+  const m = await scrapeMetrics(url, serviceRoleKey).catch(() => null);
+  if (m === null) return NaN;
+  const bytes = (m.get('nodejs_heap_space_size_used_bytes') ?? []).filter((s) => !s.labels.space.startsWith('new')).reduce((sum, s) => sum + s.value, 0);
   return Math.round(bytes / 1048576);
 }
 

@@ -20,6 +20,7 @@
  */
 import postgres from 'postgres';
 import WebSocket from 'ws';
+import { pacedCalls } from './load.ts';
 import type { CustomScenario, RunContext as CustomContext, RunResult as CustomResult } from './scenarios.ts';
 
 const now = () => performance.timeOrigin + performance.now();
@@ -82,18 +83,8 @@ async function liveLatency(c: CustomContext): Promise<CustomResult> {
       socketsOpen.push(...ws);
     }
     await sleep(300);
-    // Open loop: row i is due at start + i / rate.
     const total = rate * seconds;
-    const start = now();
-    const pending: Promise<unknown>[] = [];
-    for (let i = 0; i < total; i++) {
-      const due = start + (i * 1000) / rate;
-      const wait = due - now();
-      if (wait > 1) await sleep(wait);
-      const sent = now();
-      pending.push(sql`insert into public.bench_live (sub, sent, body) values (${i % subs}, ${sent}, 'x')`.execute().then(() => acked.set(sent, now())));
-    }
-    await Promise.all(pending);
+    await pacedCalls(total, rate, (i, sent) => sql`insert into public.bench_live (sub, sent, body) values (${i % subs}, ${sent}, 'x')`.execute().then(() => acked.set(sent, now())));
     const expected = total * per;
     const end = Date.now() + 5000;
     while (arrivals.length < expected && Date.now() < end) await sleep(20);
@@ -271,16 +262,7 @@ async function livePerSubscriber(c: CustomContext): Promise<CustomResult> {
     const [{ groups }] = await sql`select count(*)::int as groups from live_private.groups where query_id = 'bench_ps'`;
     await sleep(300);
     const total = rate * seconds;
-    const start = now();
-    const pending: Promise<unknown>[] = [];
-    for (let i = 0; i < total; i++) {
-      const due = start + (i * 1000) / rate;
-      const wait = due - now();
-      if (wait > 1) await sleep(wait);
-      const sent = now();
-      pending.push(sql`insert into public.bench_ps (owner, sent) values (${uid(i % users)}, ${sent})`.execute().then(() => acked.set(sent, now())));
-    }
-    await Promise.all(pending);
+    await pacedCalls(total, rate, (i, sent) => sql`insert into public.bench_ps (owner, sent) values (${uid(i % users)}, ${sent})`.execute().then(() => acked.set(sent, now())));
     const expected = total * 10;
     const end = Date.now() + 10_000;
     while (arrivals.length < expected && Date.now() < end) await sleep(20);

@@ -354,3 +354,20 @@ export async function once(origin: string, spec: RequestSpec): Promise<{ status:
   });
   return { status: res.status, body: await res.text() };
 }
+
+/**
+ * `total` calls of `send` at `perSecond`, open loop: call i starts at start + i/perSecond
+ * whatever the earlier ones took, and gets its index and the wall-clock time it was sent
+ * (what latency is measured from); resolves when every call has settled.
+ */
+export async function pacedCalls(total: number, perSecond: number, send: (i: number, sentAt: number) => Promise<unknown>): Promise<void> {
+  const wall = () => performance.timeOrigin + performance.now();
+  const start = wall();
+  const pending: Promise<unknown>[] = [];
+  for (let i = 0; i < total; i++) {
+    const wait = start + (i * 1000) / perSecond - wall();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    pending.push(send(i, wall()));
+  }
+  await Promise.all(pending);
+}

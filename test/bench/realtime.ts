@@ -21,6 +21,7 @@
  */
 import postgres from 'postgres';
 import WebSocket from 'ws';
+import { pacedCalls } from './load.ts';
 import type { CustomScenario, RunContext, RunResult } from './scenarios.ts';
 import { cpuNow, cpuSince, procCpuMs } from './webhooks.ts';
 
@@ -94,16 +95,7 @@ async function realtimeChanges(c: RunContext): Promise<RunResult> {
     await sleep(300);
     /** `total` rows at `perSecond`, owners in turn; resolves when every delivery arrived (or 10 s passed). */
     const write = async (total: number, perSecond: number) => {
-      const start = now();
-      const pending: Promise<unknown>[] = [];
-      for (let i = 0; i < total; i++) {
-        const due = start + (i * 1000) / perSecond;
-        const wait = due - now();
-        if (wait > 1) await sleep(wait);
-        const sent = now();
-        pending.push(sql`insert into public.bench_rt (owner, sent) values (${uid(i % users)}, ${sent})`.execute().then(() => acked.set(sent, now())));
-      }
-      await Promise.all(pending);
+      await pacedCalls(total, perSecond, (i, sent) => sql`insert into public.bench_rt (owner, sent) values (${uid(i % users)}, ${sent})`.execute().then(() => acked.set(sent, now())));
       const end = Date.now() + 10_000;
       while (arrivals.length < total * perUser && Date.now() < end) await sleep(20);
       await sleep(200); // a delivery too many would arrive now

@@ -22,6 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import sharp from 'sharp';
 import { cloneTemplate } from '../helpers/database.ts';
+import { sample, scrapeMetrics } from '../helpers/metrics.ts';
 import { startChild } from './ipc.ts';
 import type { ServerReady } from './server.ts';
 import type { CustomScenario } from './scenarios.ts';
@@ -150,13 +151,9 @@ function threadCpuMs(pid: number): Record<'main' | 'v8' | 'io' | 'other', number
 
 /** The service's garbage collector so far (/metrics, prom-client's default metrics): full collections, and ms of all pauses. */
 async function gcFigures(url: string, serviceKey: string): Promise<{ major: number; ms: number }> {
-  const r = await fetch(`${url}/metrics`, { headers: { apikey: serviceKey, authorization: `Bearer ${serviceKey}` } });
-  const text = await r.text();
-  if (r.status !== 200) throw new Error(`metrics: ${r.status}`);
-  const major = text.match(/^nodejs_gc_duration_seconds_count\{kind="major"\} (\d+)/m);
-  let seconds = 0;
-  for (const m of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="[a-z]+"\} ([0-9.e+-]+)/gm)) seconds += Number(m[1]);
-  return { major: Number(major?.[1] ?? 0), ms: seconds * 1000 };
+  const m = await scrapeMetrics(url, serviceKey);
+  const seconds = (m.get('nodejs_gc_duration_seconds_sum') ?? []).reduce((sum, s) => sum + s.value, 0);
+  return { major: sample(m, 'nodejs_gc_duration_seconds_count', { kind: 'major' }), ms: seconds * 1000 };
 }
 
 export async function runResumable(quick: boolean): Promise<CustomResult> {

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import { chainHash } from '../../src/host/migrate.ts';
 import { serverUrl } from '../helpers/database.ts';
-import { basePath, buildImage, bytesUnder, LAYER_CACHE } from '../helpers/image.ts';
+import { basePath, buildImage, bytesUnder, LAYER_CACHE, registryEnv } from '../helpers/image.ts';
 import { freePort } from '../docs/snippets.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -66,7 +66,7 @@ t.test('the image: laid out from the Dockerfile, installed, started as its CMD',
   // IMAGE_TEST_DOCKERFILE: another Dockerfile to play (to see this test fail when a COPY line is dropped).
   const other = process.env.IMAGE_TEST_DOCKERFILE;
   const dockerfile = other ? readFileSync(other, 'utf8') : undefined;
-  const image = buildImage({ context: ROOT, out, dockerfile, baseEnv: { PATH: basePath(), HOME: process.env.HOME ?? '/root' }, cacheDir: LAYER_CACHE, note: (l) => t.comment(l) });
+  const image = buildImage({ context: ROOT, out, dockerfile, baseEnv: { PATH: basePath(), HOME: process.env.HOME ?? '/root', ...registryEnv() }, cacheDir: LAYER_CACHE, note: (l) => t.comment(l) });
   t.comment(`the run-time stage's files: ${(bytesUnder(image.root) / 1e6).toFixed(0)} MB (node_modules ${(bytesUnder(join(image.workdir, 'node_modules')) / 1e6).toFixed(0)} MB)${image.cached ? '; install layer from the cache' : ''}`);
   t.equal(image.cmd[0], 'node', 'CMD runs node');
   t.ok(image.user !== null && !/^(root|0)(:|$)/.test(image.user), `as a user other than root (${image.user})`);

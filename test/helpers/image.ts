@@ -336,6 +336,21 @@ export function bytesUnder(dir: string): number {
 /** The default cache folder for install layers. */
 export const LAYER_CACHE = join(tmpdir(), 'plinth-image-layers');
 
+/**
+ * What reaches the npm registry from this machine: its CA bundle (a TLS-inspecting proxy's
+ * certificate) and its proxies, as the environment and npm's configuration give them. A
+ * `docker build` has its builder's network; this play of it has this machine's. Without
+ * them npm fails every request with SELF_SIGNED_CERT_IN_CHAIN, retries, and falls back to
+ * its cache a minute later per package it must look up.
+ */
+export function registryEnv(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && /^(NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|SSL_CERT_DIR|(https?|no)_proxy|npm_config_(cafile|ca|registry|proxy|https_proxy|noproxy|strict_ssl))$/i.test(k)) out[k] = v;
+  }
+  return out;
+}
+
 /** PATH without the repository's node_modules/.bin, with this Node first (the base image's `node`). */
 export function basePath(): string {
   const parts = (process.env.PATH ?? '').split(delimiter).filter((p) => p && !p.includes('node_modules'));

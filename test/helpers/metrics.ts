@@ -23,3 +23,11 @@ export function sample(m: Samples, name: string, labels: Record<string, string> 
   const hit = (m.get(name) ?? []).find((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v));
   return hit?.value ?? 0;
 }
+
+/** A service's `/metrics` with the service role's key, parsed. */
+export async function scrapeMetrics(url: string, serviceKey: string): Promise<Samples> {
+  const r = await fetch(`${url}/metrics`, { headers: { apikey: serviceKey, authorization: `Bearer ${serviceKey}` } });
+  const text = await r.text();
+  if (r.status !== 200) throw new Error(`metrics: ${r.status}`);
+  return parseMetrics(text);
+}
