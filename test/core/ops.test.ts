@@ -99,7 +99,8 @@ t.test('operations', async (t) => {
       const m = await scrape();
       return sample(m, 'plinth_db_connections', { pool: 'anon', state: 'in_use' }) >= 1 ? m : null;
     });
-    t.ok(sample(busy, 'plinth_db_connections', { pool: 'anon', state: 'open' }) >= 1, 'lane connections: open and in use');
+    const open = sample(busy, 'plinth_db_connections', { pool: 'anon', state: 'open' });
+    t.ok(open >= 1 && open >= sample(busy, 'plinth_db_connections', { pool: 'anon', state: 'in_use' }), `lane connections: ${open} open, those in use among them`);
     t.equal((await nap).status, 200);
     t.ok(sample(after, 'plinth_webhook_attempts_total', { outcome: 'success' }) >= 1, 'webhook attempts');
     t.ok(sample(after, 'plinth_jobs_completed_total') >= 1, 'jobs');

@@ -271,12 +271,16 @@ export class RoleLanes {
     this.polling = null;
   }
 
-  /** For the metrics: lane connections open, those with requests in flight, and requests waiting for a lane. */
+  /**
+   * For the metrics: lane connections open, those of them with requests in flight (a lane
+   * whose connection is still being opened has none to count), and requests waiting for a lane.
+   */
   stats(): { open: number; inUse: number; waiting: number } {
     let open = 0;
     let inUse = 0;
     for (const l of this.lanes) {
-      if (l.conn !== null && !l.conn.closed) open++;
+      if (l.conn === null || l.conn.closed) continue;
+      open++;
       if (l.inflight > 0) inUse++;
     }
     return { open, inUse, waiting: this.waiting.length };
