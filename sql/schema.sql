@@ -4420,11 +4420,7 @@ begin
      where g.query_id = any(v_ids) and not g.dirty and g.snapshot is not null
        and exists (select 1 from live_private.subscriptions s where s.query_id = g.query_id and s.fast_table is null);
   end if;
-  -- A TRUNCATE re-runs the groups that have not seen it; changes every group has seen go.
-  update live_private.groups g set dirty = true
-   where not g.dirty and g.snapshot is not null
-     and exists (select 1 from live_private.changes c where c.query_id = g.query_id and c.ins is null
-                 and not pg_catalog.pg_visible_in_snapshot(c.xid, g.snap));
+  -- Changes every group has seen go.
   delete from live_private.changes c
    where not exists (select 1 from live_private.groups g where g.query_id = c.query_id
                      and not coalesce(pg_catalog.pg_visible_in_snapshot(c.xid, g.snap), false));
@@ -4438,11 +4434,16 @@ begin
       returning s.query_id)
     select null::bigint, c.query_id, null::name, null::text, null::text, false, null::text, null::text, null::text from c;
   get diagnostics v_subs = row_count;
-  -- A group is re-run when dirty (or its lease expired mid-run), else fed the rows it has
-  -- not seen; the rows and pg_current_snapshot() come from this one statement's snapshot.
+  -- A group is re-run when dirty (or its lease expired mid-run, or a TRUNCATE it has not
+  -- seen is queued), else fed the rows it has not seen. The TRUNCATE, the rows and
+  -- pg_current_snapshot() are all read in this one statement's snapshot, so a TRUNCATE
+  -- that commits while the claim runs is either re-run for here or not yet in the group's
+  -- new `snap` (judged by an earlier statement, it could be seen without a re-run).
   return query
     with cand as (
-      select x.id, (x.dirty or x.lease_owner is not null or s.fast_table is null) as rerun
+      select x.id, (x.dirty or x.lease_owner is not null or s.fast_table is null
+                    or exists (select 1 from live_private.changes ch where ch.query_id = x.query_id and ch.ins is null
+                               and not pg_catalog.pg_visible_in_snapshot(ch.xid, x.snap))) as rerun
       from live_private.groups x
       join live_private.subscriptions s on s.query_id = x.query_id and s.broken is null and s.mode <> 'changes'
       where x.snapshot is not null

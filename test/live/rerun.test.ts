@@ -2,7 +2,7 @@
  * What a re-run subscription costs its writers and the machine: a writer's statement reads
  * one small table to decide on a wake-up (live_private.pollers), never the marks, and sends
  * one only while no poller is awake; a poller under a stream of writes steps every
- * LIVE_RERUN_MAX_MS, not back to back, and misses no change.
+ * LIVE_RERUN_MAX_MS, not back to back, and misses no change, a TRUNCATE included.
  */
 import t from 'tap';
 import postgres from 'postgres';
@@ -83,4 +83,34 @@ t.test('under a stream of writes the poller steps every LIVE_RERUN_MAX_MS and mi
   t.ok(stepped <= most, `${stepped} re-runs for ${last - 1} writes in ${elapsed} ms (at most ${most})`);
   t.ok(stepped >= 2, 'the writes were taken by more than one run');
   c.close();
+});
+
+t.test('a TRUNCATE that commits while a claim runs re-runs the group: it is never taken as seen without a re-run', async (t) => {
+  const db = await createTestDatabase(t);
+  const sql = db.sql;
+  await sql.unsafe(`create table public.todos (id int primary key, title text not null);
+    grant select on public.todos to authenticated;
+    select live.subscribe('todos', 'select id, title from todos', 'delta', null, '{"as": "subscriber"}');`);
+  const [{ group_id }] = await sql`select group_id from live_private.join_group(${POLLER}, 'todos', 'authenticated', '{"sub": "u1"}')`;
+  // A change the group has seen (its claim deletes it) and the group's first result.
+  await sql`insert into public.todos values (1, 'one')`;
+  await sql`select live_private.init_group(${group_id}, '[{"id": 1, "title": "one"}]', pg_current_snapshot()::text)`;
+  // The claim is parked on its delete of that seen change, between its statements, while a
+  // TRUNCATE commits (a row trigger of this test waits on an advisory lock the test holds).
+  await sql.unsafe(`create function public.park() returns trigger language plpgsql as $$
+    begin perform pg_advisory_lock(4242); perform pg_advisory_unlock(4242); return old; end $$;
+    create trigger park before delete on live_private.changes for each row execute function public.park();`);
+  const [holder, claimer] = [postgres(db.url, { max: 1 }), postgres(db.url, { max: 1 })];
+  t.teardown(() => Promise.all([holder.end({ timeout: 1 }), claimer.end({ timeout: 1 })]));
+  await holder`select pg_advisory_lock(4242)`;
+  const claimed = claimer`select group_id, fast from live_private.claim(${POLLER}, 15000)`.execute();
+  await waitFor(async () => (await sql`select count(*)::int as n from pg_stat_activity
+    where wait_event_type = 'Lock' and wait_event = 'advisory' and query like '%live_private.claim%'`)[0].n === 1, 10_000, 'the claim to park');
+  await sql`truncate public.todos`;
+  await holder`select pg_advisory_unlock(4242)`;
+  t.same((await claimed).map((r) => ({ ...r })), [{ group_id, fast: false }], 'the group is re-run, not fed the rows after the TRUNCATE');
+  await sql.unsafe('drop trigger park on live_private.changes');
+  const [{ n }] = await sql`select count(*)::int as n from live_private.changes c, live_private.groups g
+    where c.ins is null and not pg_visible_in_snapshot(c.xid, g.snap)`;
+  t.equal(n, 1, 'until its re-run is published, the TRUNCATE stays unseen by the group');
 });
