@@ -20,7 +20,7 @@ import postgres from 'postgres';
 import { chainHash } from '../../src/host/migrate.ts';
 import { serverUrl } from '../helpers/database.ts';
 import { basePath, buildImage, bytesUnder, LAYER_CACHE, registryEnv } from '../helpers/image.ts';
-import { freePort } from '../docs/snippets.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 // The first install downloads the production dependencies (minutes); later runs take the layer.

@@ -38,6 +38,7 @@ import { pathToFileURL } from 'node:url';
 import type { Test } from 'tap';
 import { bundleCode } from '../../scripts/build-client.ts';
 import type { TestApp } from '../helpers/app.ts';
+import { freePort } from '../helpers/ports.ts';
 
 export interface Block {
   /** 1-based line of the opening fence. */
@@ -136,10 +137,6 @@ export function outputMatches(expected: string, actual: string): boolean {
     return false;
   }
 }
-
-import { freePort } from '../helpers/ports.ts';
-
-export { freePort };
 
 interface Ran {
   stdout: string;

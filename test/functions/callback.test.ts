@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/database.ts';
-import { fencedBlocks, freePort } from '../docs/snippets.ts';
+import { fencedBlocks } from '../docs/snippets.ts';
+import { freePort } from '../helpers/ports.ts';
 import { USER_A, USER_B, refresh, userToken } from '../rest/helpers.ts';
 
 const page = readFileSync(fileURLToPath(new URL('../../docs/api/functions.md', import.meta.url)), 'utf8');
