@@ -105,7 +105,7 @@ t.test('a TRUNCATE that commits while a claim runs re-runs the group: it is neve
   await holder`select pg_advisory_lock(4242)`;
   const claimed = claimer`select group_id, fast from live_private.claim(${POLLER}, 15000)`.execute();
   await waitFor(async () => (await sql`select count(*)::int as n from pg_stat_activity
-    where wait_event_type = 'Lock' and wait_event = 'advisory' and query like '%live_private.claim%'`)[0].n === 1, 10_000, 'the claim to park');
+    where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'advisory' and query like '%live_private.claim%'`)[0].n === 1, 10_000, 'the claim to park');
   await sql`truncate public.todos`;
   await holder`select pg_advisory_unlock(4242)`;
   t.same((await claimed).map((r) => ({ ...r })), [{ group_id, fast: false }], 'the group is re-run, not fed the rows after the TRUNCATE');
